@@ -1,0 +1,133 @@
+"""Configuration: pydantic models, loaded from ``dialogmem.toml`` and ``DIALOGMEM_*`` variables.
+
+Precedence (highest first): keyword arguments, environment (``DIALOGMEM_LLM__BACKEND=openai``,
+nested with ``__``), the TOML file (``./dialogmem.toml`` or ``DIALOGMEM_CONFIG``), defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._errors import ConfigError
+
+ENV_PREFIX = "DIALOGMEM_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StoreConfig(_Section):
+    backend: Literal["edge", "qdrant"] = "edge"
+    url: str | None = None  # remote Qdrant; ":memory:" for qdrant-client's in-process mode
+    api_key: str | None = None
+    collection: str = "dialogmem"
+
+
+class EmbedderConfig(_Section):
+    backend: Literal["local", "openai"] = "local"
+    engine: Literal["auto", "onnx", "torch"] = "auto"  # local only
+    model: str = "all-MiniLM-L6-v2"
+    base_url: str | None = None
+    api_key: str | None = None
+    dim: int = 384
+    batch_size: int = 64
+
+
+class LLMConfig(_Section):
+    backend: Literal["none", "openai", "llama_cpp"] = "none"
+    model: str | None = None  # model name for openai-compatible servers
+    base_url: str | None = None
+    api_key: str | None = None
+    model_path: str | None = None  # GGUF file for llama_cpp
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    timeout_s: float = 120.0
+    max_retries: int = 2
+    backoff_s: float = 0.5
+
+
+class Config(_Section):
+    """Everything a ``Memory`` needs. Every field has a working offline default."""
+
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("dialogmem")))
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    # Sections of the write path, read path and sleep time are plain dicts here and validated
+    # by their own modules, so this module stays independent of them.
+    write: dict[str, Any] = Field(default_factory=dict)
+    read: dict[str, Any] = Field(default_factory=dict)
+    sleep: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
+        """Defaults < TOML file < environment < ``overrides``."""
+        data: dict[str, Any] = {}
+        file = Path(path) if path else _default_file()
+        if file is not None:
+            if not file.is_file():
+                raise ConfigError(f"config file not found: {file}")
+            try:
+                data = tomllib.loads(file.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"cannot parse {file}: {exc}") from exc
+            data = data.get("dialogmem", data)
+        _deep_merge(data, _from_env(os.environ))
+        _deep_merge(data, overrides)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"invalid config at {where}: {first['msg']}") from exc
+
+
+def _default_file() -> Path | None:
+    env = os.environ.get(ENV_PREFIX + "CONFIG")
+    if env:
+        return Path(env)
+    local = Path("dialogmem.toml")
+    return local if local.is_file() else None
+
+
+def _from_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, raw in environ.items():
+        if not key.startswith(ENV_PREFIX) or key == ENV_PREFIX + "CONFIG":
+            continue
+        parts = key[len(ENV_PREFIX):].lower().split("__")
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = _env_value(raw)
+    return out
+
+
+def _env_value(raw: str) -> Any:
+    """Lists and tables as JSON; scalars stay strings and pydantic converts them per field."""
+    if raw[:1] in "[{":
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, BaseModel):
+            value = value.model_dump()
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = value

@@ -1,0 +1,68 @@
+"""Errors raised by dialogmem.
+
+Every error derives from one root::
+
+    DialogmemError
+    ├── ConfigError            bad or inconsistent configuration, missing optional package
+    ├── InputError             a message, timestamp or argument that cannot be accepted
+    ├── NotFoundError          an id that does not exist in the caller's scope
+    ├── StoreError             the vector index or the journal failed
+    │   └── SchemaVersionError the store was written by a newer dialogmem
+    └── LLMError               the configured LLM could not be used
+        ├── LLMUnavailableError  no LLM configured, or the backend cannot be reached
+        ├── LLMTimeoutError      a call ran past its timeout after all retries
+        └── LLMOutputError       the model answered, but never with usable output
+
+Backend exceptions (sqlite3, qdrant, openai, llama.cpp) are mapped to these at the boundary,
+with the original kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class DialogmemError(Exception):
+    """Root of every error dialogmem raises."""
+
+
+class ConfigError(DialogmemError):
+    """The configuration is invalid, or names a backend whose package is not installed."""
+
+
+class InputError(DialogmemError, ValueError):
+    """Input that cannot be accepted (empty message, bad timestamp, bad id...)."""
+
+
+class NotFoundError(DialogmemError, KeyError):
+    """No record with this id in the caller's scope (another user's id reads the same)."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want the plain message
+        return str(self.args[0]) if self.args else "not found"
+
+
+class StoreError(DialogmemError):
+    """The vector index or the journal failed."""
+
+
+class SchemaVersionError(StoreError):
+    """The store on disk was written by a newer, incompatible version."""
+
+
+class LLMError(DialogmemError):
+    """The configured LLM could not be used."""
+
+
+class LLMUnavailableError(LLMError):
+    """No LLM is configured, or its backend cannot be reached."""
+
+
+class LLMTimeoutError(LLMError):
+    """A call ran past its timeout on every attempt."""
+
+
+class LLMOutputError(LLMError):
+    """The model answered, but its output could not be parsed or validated after retries."""
+
+    def __init__(self, message: str, *, raw: str | None = None, stage: str | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.stage = stage

@@ -1,0 +1,147 @@
+"""Pydantic models at the boundaries: input messages, journal turns, memory records, results."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Tier = Literal["mtm", "ltm"]
+Level = Literal["L1", "L2"]
+
+
+class Message(BaseModel):
+    """One dialogue message as a caller gives it to ``Memory.add``.
+
+    ``name`` is the speaker; without it the role is the speaker. ``id`` is the caller's own
+    message id: when given it is kept, and memories cite it in ``source_turn_ids``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    role: str | None = None
+    name: str | None = None
+    timestamp: str | float | int | datetime | None = None
+    id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Turn(BaseModel):
+    """A raw turn as the journal keeps it (also HyMem's L2 raw text)."""
+
+    id: str
+    seq: int = 0
+    user_id: str
+    agent_id: str | None = None
+    session_id: str | None = None
+    speaker: str
+    role: str | None = None
+    content: str
+    time_stamp: str
+    float_time_stamp: float
+    weekday: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryRecord(BaseModel):
+    """A stored memory: seed 002's payload plus provenance, scope, tier and bookkeeping."""
+
+    id: str
+    user_id: str
+    agent_id: str | None = None
+    session_id: str | None = None
+    tier: Tier = "mtm"
+    level: Level = "L1"
+    memory: str
+    original_memory: str = ""
+    compressed_memory: str = ""
+    time_stamp: str
+    float_time_stamp: float
+    weekday: str
+    topic_id: int | None = None
+    topic_summary: str = ""
+    category: str = ""
+    subcategory: str = ""
+    memory_class: str = "fact"
+    speaker_id: int | None = None
+    speaker_name: str = ""
+    entities: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+    salience: float = 0.5
+    source_turn_ids: list[str] = Field(default_factory=list)
+    update_queue: list[dict[str, Any]] = Field(default_factory=list)
+    access_count: int = 0
+    last_accessed: float | None = None
+    confidence: float = 1.0
+    created_at: float
+    updated_at: float
+    version: int = 1
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScoredRecord(BaseModel):
+    """A record returned by the vector index with its score."""
+
+    record: MemoryRecord
+    score: float
+
+
+class SearchHit(BaseModel):
+    """One search result, with what a caller needs to cite its source."""
+
+    id: str
+    memory: str
+    score: float
+    time_stamp: str
+    weekday: str
+    speaker_name: str
+    source_turn_ids: list[str]
+
+
+class SearchResult(BaseModel):
+    """The hits of one search, plus a rendering for an LLM prompt."""
+
+    query: str
+    hits: list[SearchHit]
+
+    def context(self) -> str:
+        """Hits as ``time_stamp weekday memory`` lines, oldest first."""
+        ordered = sorted(self.hits, key=lambda h: h.time_stamp)
+        return "\n".join(f"{h.time_stamp} {h.weekday} {h.memory}" for h in ordered)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self):  # type: ignore[override]
+        return iter(self.hits)
+
+    def __getitem__(self, i: int) -> SearchHit:
+        return self.hits[i]
+
+
+class Event(str, Enum):
+    ADD = "ADD"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+
+
+class HistoryEntry(BaseModel):
+    """One change to one memory."""
+
+    memory_id: str
+    event: Event
+    old_memory: str | None
+    new_memory: str | None
+    timestamp: float
+    actor: str
+
+
+class AddResult(BaseModel):
+    """What ``Memory.add`` accepted and produced."""
+
+    turn_ids: list[str]
+    memories: list[SearchHit] = Field(default_factory=list)
+    pending_turns: int = 0

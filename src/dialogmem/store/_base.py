@@ -1,0 +1,101 @@
+"""The vector index protocol every adapter implements.
+
+Scope is not optional: every read, write and delete takes ``user_id`` and the adapter applies it
+as a payload filter inside the call, so a caller cannot forget it. An id that exists under another
+user behaves exactly like an id that does not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel
+
+from .._types import MemoryRecord, ScoredRecord
+
+#: payload fields with an index in every adapter
+INDEXED_FIELDS = ("user_id", "float_time_stamp", "speaker_name", "tier", "entities")
+
+
+class IndexFilter(BaseModel):
+    """Optional constraints on top of the user scope. ``None`` means "no constraint"."""
+
+    agent_id: str | None = None
+    session_id: str | None = None
+    time_from: float | None = None  # inclusive, unix seconds
+    time_to: float | None = None  # inclusive
+    speakers: list[str] | None = None  # any of
+    tier: str | None = None
+    level: str | None = None
+    entities: list[str] | None = None  # any of
+    ids: list[str] | None = None  # restrict to these ids
+    exclude_ids: list[str] | None = None
+
+    def is_empty(self) -> bool:
+        return all(v is None for v in self.model_dump().values())
+
+
+class IndexPoint(BaseModel):
+    """A record with its dense vector; the adapter derives the BM25 sparse vector from
+    ``record.memory`` (plus keywords) itself."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    record: MemoryRecord
+    vector: np.ndarray
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """Dense + BM25 index with payload, scoped per user."""
+
+    dim: int
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        """Insert or replace points (each carries its own ``user_id``)."""
+
+    def retrieve(self, ids: Sequence[str], user_id: str, *, with_vectors: bool = False
+                 ) -> list[tuple[MemoryRecord, np.ndarray | None]]:
+        """Records with these ids in this user's scope; missing/foreign ids are left out."""
+
+    def set_payload(self, id: str, user_id: str, fields: dict) -> bool:
+        """Merge ``fields`` into one record's payload; False if not in scope."""
+
+    def delete(self, ids: Sequence[str], user_id: str) -> int:
+        """Delete these ids in scope; returns how many existed."""
+
+    def delete_user(self, user_id: str) -> int:
+        """Delete every point of this user; returns how many."""
+
+    def count(self, user_id: str, flt: IndexFilter | None = None) -> int:
+        """Exact count in scope."""
+
+    def scroll(self, user_id: str, flt: IndexFilter | None = None, *, limit: int = 100,
+               offset: str | None = None) -> tuple[list[MemoryRecord], str | None]:
+        """Page through records in scope ordered by id; returns (records, next_offset)."""
+
+    def hybrid_search(self, user_id: str, vector: np.ndarray, text: str, *, limit: int,
+                      flt: IndexFilter | None = None, prefetch_limit: int | None = None
+                      ) -> list[ScoredRecord]:
+        """ONE query: dense prefetch + BM25 prefetch fused with RRF, filtered by scope + flt."""
+
+    def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
+                     flt: IndexFilter | None = None) -> list[ScoredRecord]:
+        """Dense-only search (cosine score) in scope."""
+
+    def lexical_search(self, user_id: str, text: str, *, limit: int,
+                       flt: IndexFilter | None = None) -> list[ScoredRecord]:
+        """BM25-only search in scope."""
+
+    def dense_search_batch(self, user_id: str, vectors: np.ndarray, *, limit: int,
+                           flts: Sequence[IndexFilter | None] | None = None
+                           ) -> list[list[ScoredRecord]]:
+        """Many dense queries in one batch request (used to build sleep-time update queues)."""
+
+    def flush(self) -> None:
+        """Make everything written so far durable."""
+
+    def close(self) -> None:
+        """Flush and release resources. Idempotent."""
