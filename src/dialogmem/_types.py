@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Tier = Literal["mtm", "ltm"]
 Level = Literal["L1", "L2"]
@@ -27,6 +27,13 @@ class Message(BaseModel):
     timestamp: str | float | int | datetime | None = None
     id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _no_bool(cls, v: object) -> object:
+        if isinstance(v, bool):  # bool is an int to pydantic; as a timestamp it is a mistake
+            raise ValueError("a timestamp cannot be a boolean")
+        return v
 
 
 class Turn(BaseModel):
@@ -100,6 +107,14 @@ class SearchHit(BaseModel):
     speaker_name: str
     source_turn_ids: list[str]
 
+    @classmethod
+    def from_record(cls, record: MemoryRecord, score: float) -> SearchHit:
+        return cls(
+            id=record.id, memory=record.memory, score=score, time_stamp=record.time_stamp,
+            weekday=record.weekday, speaker_name=record.speaker_name,
+            source_turn_ids=list(record.source_turn_ids),
+        )
+
 
 class SearchResult(BaseModel):
     """The hits of one search, plus a rendering for an LLM prompt."""
@@ -111,6 +126,13 @@ class SearchResult(BaseModel):
         """Hits as ``time_stamp weekday memory`` lines, oldest first."""
         ordered = sorted(self.hits, key=lambda h: h.time_stamp)
         return "\n".join(f"{h.time_stamp} {h.weekday} {h.memory}" for h in ordered)
+
+    @property
+    def context_tokens(self) -> int:
+        """Size of :meth:`context` in the project's token count."""
+        from .write._tokens import count_tokens  # the write path owns token counting
+
+        return count_tokens(self.context())
 
     def __len__(self) -> int:
         return len(self.hits)

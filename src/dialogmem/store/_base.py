@@ -22,6 +22,8 @@ INDEXED_FIELDS = ("user_id", "float_time_stamp", "speaker_name", "tier", "entiti
 class IndexFilter(BaseModel):
     """Optional constraints on top of the user scope. ``None`` means "no constraint"."""
 
+    model_config = {"extra": "forbid"}
+
     agent_id: str | None = None
     session_id: str | None = None
     time_from: float | None = None  # inclusive, unix seconds

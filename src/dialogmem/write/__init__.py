@@ -1,0 +1,37 @@
+"""The write path: pre-compression, topic segmentation, STM buffer, extraction, time normalisation."""
+
+from ._buffer import WriteBuffer
+from ._compress import (
+    CompressResult,
+    Compressor,
+    EntropyCompressor,
+    LLMLingua2Compressor,
+    NoCompressor,
+    make_compressor,
+)
+from ._extract import BufferedTurn, ExtractedFact, Extractor, LLMExtractor, RuleExtractor
+from ._segment import Segmenter, make_segmenter
+from ._stages import WriteStages, make_write_stages
+from ._timenorm import absolutize
+from ._tokens import count_tokens
+
+__all__ = [
+    "BufferedTurn",
+    "CompressResult",
+    "Compressor",
+    "EntropyCompressor",
+    "ExtractedFact",
+    "Extractor",
+    "LLMExtractor",
+    "LLMLingua2Compressor",
+    "NoCompressor",
+    "RuleExtractor",
+    "Segmenter",
+    "WriteBuffer",
+    "WriteStages",
+    "absolutize",
+    "count_tokens",
+    "make_compressor",
+    "make_segmenter",
+    "make_write_stages",
+]

@@ -1,0 +1,38 @@
+"""Validated settings of the write path, read path and sleep time (the free-form config sections)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WriteSettings(_Section):
+    compressor: Literal["none", "entropy", "llmlingua2"] = "none"
+    compress_rate: float = Field(0.6, gt=0.0, le=1.0)
+    compressor_model: str | None = None  # GGUF for entropy, model dir for llmlingua2
+    segmenter: Literal["none", "similarity", "attention"] = "attention"
+    sensory_tokens: int = Field(512, ge=0)
+    # tokens of topic segments collected before one extraction batch; None: 512 with an LLM, 0 without
+    stm_threshold: int | None = Field(None, ge=0)
+    extractor: Literal["auto", "llm", "rules"] = "auto"
+    max_turn_chars: int = Field(2_000_000, gt=0)
+
+
+class ReadSettings(_Section):
+    planner: Literal["auto", "llm", "rules"] = "rules"
+    selector: Literal["auto", "llm", "rules"] = "rules"
+    default_limit: int = Field(10, ge=1, le=200)
+    track_access: bool = True
+
+
+class SleepSettings(_Section):
+    updater: Literal["auto", "llm", "rules"] = "auto"
+    top_k: int = Field(20, ge=1)
+    keep_top_n: int = Field(10, ge=1)
+    score_threshold: float = Field(0.8, ge=-1.0, le=1.0)
+    max_workers: int = Field(4, ge=1, le=64)

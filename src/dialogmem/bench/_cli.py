@@ -1,0 +1,160 @@
+"""``dialogmem bench locomo|longmemeval``: each command body is one ``run_benchmark`` call."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .._config import Config
+from .._errors import DialogmemError, InputError
+from ._runner import SYSTEMS, BenchSpec, run_benchmark
+from ._runner import Progress as RunProgress
+
+bench_app = typer.Typer(help="Run the LoCoMo and LongMemEval benchmarks (resumable; JSON, Markdown and PNG).",
+                        no_args_is_help=True)
+
+_DATA = typer.Option(..., "--data", help="the dataset file (original JSON format)", exists=False)
+_OUT_HELP = "output directory: results.json, report.md, plots, and checkpoints in state/"
+_MODE = typer.Option("llm-free", "--mode", help="llm-free: retrieval metrics only; llm: also QA and judge")
+_LLM = typer.Option(None, "--llm",
+                    help="reader/judge (and dialogmem) LLM: a GGUF path, 'openai:MODEL', or 'none'")
+_BASE_URL = typer.Option(None, "--llm-base-url", help="base URL of an OpenAI-compatible server")
+_K = typer.Option("1,5,10,20", "--k", help="comma-separated k values for recall@k")
+_SYSTEMS = typer.Option(None, "--systems", help=f"comma-separated subset of: {', '.join(SYSTEMS)}")
+_CONFIG = typer.Option(None, "--config", help="dialogmem.toml for the dialogmem system")
+_ANSWER_K = typer.Option(10, "--answer-k", help="hits the naive baselines give the reader")
+_SLEEP = typer.Option(True, "--sleep/--no-sleep", help="run Memory.sleep() after the final flush")
+_FRESH = typer.Option(False, "--fresh", help="discard the checkpoints already in --out")
+_QUIET = typer.Option(False, "--quiet", help="no progress bar")
+
+
+def _split(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    return items or None
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(t) for t in text.split(",") if t.strip()})
+    except ValueError as exc:
+        raise InputError(f"--k must be comma-separated integers, got {text!r}") from exc
+    if not ks or ks[0] < 1:
+        raise InputError(f"--k must be positive integers, got {text!r}")
+    return ks
+
+
+def llm_overrides(llm: str | None, base_url: str | None) -> dict[str, Any]:
+    """``--llm`` as config overrides: a GGUF path, ``openai:MODEL`` or ``none``."""
+    if not llm:
+        return {"llm": {"base_url": base_url}} if base_url else {}
+    if llm == "none":
+        return {"llm": {"backend": "none"}}
+    if llm.startswith("openai:"):
+        return {"llm": {"backend": "openai", "model": llm.split(":", 1)[1], "base_url": base_url}}
+    if llm.endswith(".gguf") or Path(llm).is_file():
+        return {"llm": {"backend": "llama_cpp", "model_path": llm}}
+    raise InputError(f"--llm must be a .gguf path, 'openai:MODEL' or 'none', got {llm!r}")
+
+
+def _run(dataset: str, **kw: Any) -> None:
+    quiet = kw.pop("quiet")
+    try:
+        config = Config.load(kw.pop("config"), **llm_overrides(kw.pop("llm"), kw.pop("llm_base_url")))
+        spec = BenchSpec(dataset=dataset, ks=_ks(kw.pop("k")), conversations=_split(kw.pop("conversations")),
+                         systems=_split(kw.pop("systems")), config=config, **kw)
+        if quiet:
+            results = run_benchmark(spec)
+        else:
+            with _ProgressBar() as bar:
+                results = run_benchmark(spec, progress=bar.update)
+    except DialogmemError as exc:
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        typer.echo(f"Error: invalid {where}: {first['msg']}", err=True)
+        raise typer.Exit(1) from exc
+    except KeyboardInterrupt as exc:
+        typer.echo("Interrupted: run the same command again to continue where it stopped.", err=True)
+        raise typer.Exit(130) from exc
+    typer.echo(f"Wrote {spec.out / 'report.md'} and {spec.out / 'results.json'} "
+               f"({results['run']['questions']} questions, {len(results['systems'])} systems)")
+
+
+class _ProgressBar:
+    """Two rich bars: units done, and questions of the unit being run.
+
+    The bars appear with the first event, so an error in the options prints nothing but itself.
+    """
+
+    def __init__(self) -> None:
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=Console(stderr=True))
+        self._started = False
+        self._units: Any = None
+        self._questions: Any = None
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._started:
+            self._progress.stop()
+
+    def update(self, event: RunProgress) -> None:
+        p = self._progress
+        if not self._started:
+            p.start()
+            self._started = True
+            self._units = p.add_task("units", total=event.units_total)
+            self._questions = p.add_task("questions", total=None)
+        p.update(self._units, total=event.units_total, completed=event.units_done,
+                 description=f"units ({event.system} / {event.conversation})")
+        if event.stage == "ingest":
+            p.update(self._questions, total=event.questions_total, completed=0, description="ingesting")
+        elif event.stage == "questions":
+            p.update(self._questions, total=event.questions_total, completed=event.questions_done,
+                     description="questions")
+
+
+@bench_app.command("locomo")
+def locomo(
+    data: Path = _DATA,
+    out: Path = typer.Option(Path("bench-out/locomo"), "--out", help=_OUT_HELP),
+    conversations: str = typer.Option(None, "--conversations",
+                                      help="comma-separated sample_ids, e.g. conv-26"),
+    mode: str = _MODE, llm: str = _LLM, llm_base_url: str = _BASE_URL, k: str = _K, systems: str = _SYSTEMS,
+    config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
+    quiet: bool = _QUIET,
+) -> None:
+    """LoCoMo: evidence recall@k per category; with an LLM, F1, BLEU-1 and judge accuracy."""
+    logging.basicConfig(level=logging.WARNING)
+    _run("locomo", data=data, out=out, conversations=conversations, mode=mode, llm=llm,
+         llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
+         fresh=fresh, quiet=quiet)
+
+
+@bench_app.command("longmemeval")
+def longmemeval(
+    data: Path = _DATA,
+    out: Path = typer.Option(Path("bench-out/longmemeval"), "--out", help=_OUT_HELP),
+    questions: str = typer.Option(None, "--questions", help="comma-separated question_ids"),
+    limit: int = typer.Option(None, "--limit", help="only the first N questions"),
+    mode: str = _MODE, llm: str = _LLM, llm_base_url: str = _BASE_URL, k: str = _K, systems: str = _SYSTEMS,
+    config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
+    quiet: bool = _QUIET,
+) -> None:
+    """LongMemEval: recall_any/all@k per session and turn; with an LLM, per-type judge accuracy."""
+    logging.basicConfig(level=logging.WARNING)
+    _run("longmemeval", data=data, out=out, conversations=questions, limit=limit, mode=mode, llm=llm,
+         llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
+         fresh=fresh, quiet=quiet)

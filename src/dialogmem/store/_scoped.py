@@ -1,0 +1,228 @@
+"""Everything the adapters have in common: validation, scoping, conversion, error mapping.
+
+An adapter subclasses ``ScopedIndex`` and implements the few primitives at the bottom, each a
+single call to its Qdrant client with a ready-made ``FilterSpec`` / ``SearchSpec``. The public
+methods here never touch a backend class, so the scope rule is written once for both.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import qdrant_edge
+
+from .._errors import InputError, StoreError
+from .._types import MemoryRecord, ScoredRecord
+from ._base import IndexFilter, IndexPoint
+from ._filters import FilterSpec, SearchSpec, scope
+from ._payload import (
+    Bm25Encoder,
+    backend_errors,
+    changes_text,
+    check_limit,
+    dense_array,
+    dense_list,
+    from_payload,
+    merge_payload,
+    point_id,
+    point_ids,
+    prefetch_size,
+    to_payload,
+)
+
+#: what a primitive returns per point: payload and (when asked) the named vectors
+Hit = tuple[dict[str, Any] | None, Any]
+Scored = tuple[dict[str, Any] | None, float]
+
+
+class ScopedIndex(ABC):
+    """Implements the ``VectorIndex`` protocol on top of a handful of backend primitives."""
+
+    dim: int
+    _label = "index"
+
+    def __init__(self, *, dim: int) -> None:
+        if dim < 1:
+            raise InputError(f"dim must be positive, got {dim}")
+        self.dim = dim
+        self._bm25 = Bm25Encoder()
+        self._closed = False
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        rows = []
+        for p in points:
+            pid = point_id(p.record.id)
+            if pid is None:
+                raise InputError(f"record id must be a UUID string, got {p.record.id!r}")
+            rows.append((pid, dense_list(p.vector, self.dim), self._bm25.document(p.record),
+                         to_payload(p.record)))
+        if rows:
+            with self._io("upsert"):
+                self._upsert(rows)
+
+    def set_payload(self, id: str, user_id: str, fields: dict) -> bool:
+        found = self.retrieve([id], user_id)
+        if not found:
+            return False
+        record = merge_payload(found[0][0], fields)
+        # Only the given keys are written (validated against the whole record first), so a
+        # concurrent update of another field is not overwritten with a stale value.
+        payload = {k: v for k, v in to_payload(record).items() if k in fields}
+        sparse = self._bm25.document(record) if changes_text(fields) else None
+        with self._io("set_payload"):
+            self._set_payload(record.id, scope(user_id, ids=[record.id]), payload, sparse)
+        return True
+
+    def delete(self, ids: Sequence[str], user_id: str) -> int:
+        return self._delete_matching(scope(user_id, ids=ids), "delete")
+
+    def delete_user(self, user_id: str) -> int:
+        return self._delete_matching(scope(user_id), "delete_user")
+
+    def _delete_matching(self, spec: FilterSpec, operation: str) -> int:
+        with self._io(operation):
+            n = self._count(spec)
+            if n:
+                self._delete(spec)
+        return n
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def retrieve(self, ids: Sequence[str], user_id: str, *, with_vectors: bool = False
+                 ) -> list[tuple[MemoryRecord, np.ndarray | None]]:
+        wanted = point_ids(ids)
+        if not wanted:
+            scope(user_id)  # still validate the scope argument
+            return []
+        with self._io("retrieve"):
+            hits, _ = self._scroll(scope(user_id, ids=wanted), len(wanted), None, with_vectors)
+        found = {point_id(r.id): (r, vec) for r, vec in self._records(hits, with_vectors)}
+        return [found[i] for i in wanted if i in found]
+
+    def count(self, user_id: str, flt: IndexFilter | None = None) -> int:
+        spec = scope(user_id, flt)
+        with self._io("count"):
+            return self._count(spec)
+
+    def scroll(self, user_id: str, flt: IndexFilter | None = None, *, limit: int = 100,
+               offset: str | None = None) -> tuple[list[MemoryRecord], str | None]:
+        check_limit(limit)
+        start = None
+        if offset is not None:
+            start = point_id(offset)
+            if start is None:
+                raise InputError(f"invalid scroll offset {offset!r}")
+        spec = scope(user_id, flt)
+        with self._io("scroll"):
+            hits, nxt = self._scroll(spec, limit, start, False)
+        return [r for r, _ in self._records(hits, False)], nxt
+
+    def hybrid_search(self, user_id: str, vector: np.ndarray, text: str, *, limit: int,
+                      flt: IndexFilter | None = None, prefetch_limit: int | None = None
+                      ) -> list[ScoredRecord]:
+        spec = SearchSpec(scope(user_id, flt), check_limit(limit), dense=dense_list(vector, self.dim),
+                          sparse=self._bm25.query(text),
+                          prefetch_limit=prefetch_size(limit, prefetch_limit))
+        return self._search([spec], "hybrid_search")[0]
+
+    def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
+                     flt: IndexFilter | None = None) -> list[ScoredRecord]:
+        spec = SearchSpec(scope(user_id, flt), check_limit(limit), dense=dense_list(vector, self.dim))
+        return self._search([spec], "dense_search")[0]
+
+    def lexical_search(self, user_id: str, text: str, *, limit: int,
+                       flt: IndexFilter | None = None) -> list[ScoredRecord]:
+        spec = SearchSpec(scope(user_id, flt), check_limit(limit), sparse=self._bm25.query(text))
+        return self._search([spec], "lexical_search")[0]
+
+    def dense_search_batch(self, user_id: str, vectors: np.ndarray, *, limit: int,
+                           flts: Sequence[IndexFilter | None] | None = None
+                           ) -> list[list[ScoredRecord]]:
+        rows = np.asarray(vectors, dtype=np.float32)
+        if rows.ndim != 2:
+            raise InputError(f"vectors must be a 2-d array, got shape {rows.shape}")
+        filters = list(flts) if flts is not None else [None] * len(rows)
+        if len(filters) != len(rows):
+            raise InputError(f"{len(rows)} vectors but {len(filters)} filters")
+        check_limit(limit)
+        specs = [SearchSpec(scope(user_id, f), limit, dense=dense_list(v, self.dim))
+                 for v, f in zip(rows, filters, strict=True)]
+        return self._search(specs, "dense_search_batch") if specs else []
+
+    def _search(self, specs: list[SearchSpec], operation: str) -> list[list[ScoredRecord]]:
+        with self._io(operation):
+            answers = self._query(specs)
+        return [[ScoredRecord(record=from_payload(payload), score=float(score))
+                 for payload, score in hits] for hits in answers]
+
+    @staticmethod
+    def _records(hits: list[Hit], with_vectors: bool
+                 ) -> Iterator[tuple[MemoryRecord, np.ndarray | None]]:
+        for payload, vectors in hits:
+            yield from_payload(payload), (dense_array(vectors) if with_vectors else None)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        with self._io("flush"):
+            self._flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            with backend_errors(f"{self._label}.close"):
+                self._close()
+        finally:
+            self._closed = True
+
+    def __enter__(self) -> ScopedIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _io(self, operation: str) -> Iterator[None]:
+        if self._closed:
+            raise StoreError(f"{self._label} is closed")
+        with backend_errors(f"{self._label}.{operation}"):
+            yield
+
+    # -- backend primitives --------------------------------------------------------------------
+
+    @abstractmethod
+    def _upsert(self, rows: list[tuple[str, list[float], qdrant_edge.SparseVector, dict]]) -> None:
+        """Write (id, dense, sparse, payload) rows."""
+
+    @abstractmethod
+    def _set_payload(self, id: str, spec: FilterSpec, payload: dict,
+                     sparse: qdrant_edge.SparseVector | None) -> None:
+        """Merge ``payload`` into the points matching ``spec``; replace the BM25 vector if given."""
+
+    @abstractmethod
+    def _delete(self, spec: FilterSpec) -> None: ...
+
+    @abstractmethod
+    def _count(self, spec: FilterSpec) -> int: ...
+
+    @abstractmethod
+    def _scroll(self, spec: FilterSpec, limit: int, offset: str | None, with_vectors: bool
+                ) -> tuple[list[Hit], str | None]:
+        """One page ordered by id; the next offset as a canonical id string."""
+
+    @abstractmethod
+    def _query(self, specs: list[SearchSpec]) -> list[list[Scored]]:
+        """All searches in one request; (payload, score) per hit."""
+
+    @abstractmethod
+    def _flush(self) -> None: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...

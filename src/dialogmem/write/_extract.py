@@ -1,0 +1,378 @@
+"""Fact extraction from STM batches (seed 001 stage 3, seed 002's prompt format, seed 003's
+context and time normalisation).
+
+A batch is a list of topic segments, each a list of ``BufferedTurn``. Two backends:
+
+- ``RuleExtractor`` (LLM-free): one fact per turn, ``"Speaker: compressed text"`` with relative
+  dates made absolute; entities and keywords by simple lexical rules. Nothing is skipped.
+- ``LLMExtractor``: the batch rendered as ``--- Topic N ---`` blocks of numbered lines, facts mapped
+  back through a batch-local ``source_id -> turn`` table (so any speaker sequence works). Turns with
+  content that got no fact are covered by the rule backend; an ``LLMError`` sends the whole call
+  through the rule backend and is counted as a fallback for stage ``add_memory``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field, field_validator
+
+from .._errors import LLMError
+from ..models._llm_base import LLMClient
+from ..prompts.extract import render_extraction_messages
+from ._timenorm import absolutize
+from ._tokens import count_tokens
+
+logger = logging.getLogger(__name__)
+
+STAGE = "add_memory"
+FILLER_SALIENCE = 0.1
+DEFAULT_SALIENCE = 0.5
+
+
+# ---------------------------------------------------------------- lexical rules
+# Small, deterministic heuristics shared with the LLM-free sleep updater. They favour recall: an
+# entity list with a stray word costs little, a missed name costs a filter hit.
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_STOPWORDS = _wordset("""
+a about above after again against all am an and any are aren't as at be because been before being
+below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
+during each few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here
+here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its
+itself let's me more most mustn't my myself no nor not of off on once only or other ought our ours
+ourselves out over own same shan't she she'd she'll she's should shouldn't so some such than that
+that's the their theirs them themselves then there there's these they they'd they'll they're they've
+this those through to too under until up very was wasn't we we'd we'll we're we've were weren't what
+what's when when's where where's which while who who's whom why why's will with won't would wouldn't
+you you'd you'll you're you've your yours yourself yourselves also just really quite much many lot
+lots get got getting go going gone went one ones thing things something anything everything
+like would could yeah yes yep nope im ive dont didnt cant thats its id ill youre
+""")
+# Words that carry no content on their own in chat: a turn made only of these is filler.
+_FILLER = _wordset("""
+hi hey hello hiya bye goodbye thanks thank thx ty ok okay k sure cool great nice awesome good fine
+wow oh ah haha hahaha lol lmao hmm um uh yay congrats congratulations welcome sorry see soon later
+take care night morning evening afternoon glad happy right true totally absolutely definitely indeed
+agreed sounds amazing wonderful fantastic lovely love same too well alright np please anytime
+""")
+_TEMPORAL = _wordset("""
+monday tuesday wednesday thursday friday saturday sunday january february march april may june july
+august september october november december today yesterday tomorrow tonight last next this week
+weeks weekend month months year years day days ago
+""")
+_NON_ENTITY = _STOPWORDS | _FILLER | _TEMPORAL | _wordset(
+    "maybe actually anyway btw still now then definitely")
+_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’&.-]*[A-Za-z0-9]|[A-Za-z0-9]")
+_SENTENCE_BREAK = re.compile(r"[.!?:;\n\"“”()]")
+_VERB_LIKE = re.compile(r"\w{3,}(?:ing|ed|ly)$")
+_CONNECTORS = frozenset({"of", "de", "la", "van", "von", "the", "&"})
+
+
+def content_tokens(text: str) -> list[str]:
+    """Lower-cased words that carry content (stopwords and chat filler removed), in text order."""
+    out = []
+    for w in _WORDS.findall(text.lower().replace("’", "'")):
+        w = w.removesuffix("'s")
+        if w.isdigit() or (len(w) > 1 and w not in _STOPWORDS and w not in _FILLER):
+            out.append(w)
+    return out
+
+
+def is_filler(text: str) -> bool:
+    """True when ``text`` has no content word at all ("ok thanks!", "Haha, so cool")."""
+    return not content_tokens(text)
+
+
+def extract_keywords(text: str, limit: int = 8) -> list[str]:
+    """Up to ``limit`` content words (3+ letters), most frequent first, ties in text order."""
+    words = [w for w in content_tokens(_strip_brackets(text))
+             if len(w) >= 3 and not w.isdigit() and w not in _TEMPORAL]
+    counts = Counter(words)
+    first = {w: i for i, w in reversed(list(enumerate(words)))}
+    return sorted(counts, key=lambda w: (-counts[w], first[w]))[:limit]
+
+
+def extract_entities(text: str) -> list[str]:
+    """Capitalised names and multiword names ("Mercy Hospital", "Bank of America")."""
+    text = _strip_brackets(text).replace("’", "'")
+    found: list[str] = []
+    run: list[str] = []
+    prev_end = 0
+    sentence_start = run_opens_sentence = True
+
+    def close() -> None:
+        while run and run[-1].lower() in _CONNECTORS:
+            run.pop()
+        while run and run[0].lower() in _NON_ENTITY:
+            run.pop(0)
+        single = len(run) == 1
+        if single and run_opens_sentence and _VERB_LIKE.search(run[0]):
+            run.clear()  # "Painting with Mel..." opens a sentence; a lone "-ing" word is no name
+        if run and not (single and (len(run[0]) < 2 or run[0].lower() in _NON_ENTITY)):
+            name = " ".join(run)
+            if name not in found:
+                found.append(name)
+        run.clear()
+
+    for m in _WORDS.finditer(text):
+        gap = text[prev_end:m.start()]
+        if run and gap.strip() == "&":
+            run.append("&")  # "Barnes & Noble"
+        elif run and gap.strip():  # other punctuation between words ends a name
+            close()
+        if prev_end == 0 or _SENTENCE_BREAK.search(gap):
+            sentence_start = True
+        word = m.group().removesuffix("'s")
+        lower = word.lower()
+        if run and lower in _CONNECTORS:
+            run.append(word)
+        elif word[:1].isupper() and lower not in _STOPWORDS:
+            if not (sentence_start and not run and lower in _NON_ENTITY):
+                if not run:
+                    run_opens_sentence = sentence_start
+                run.append(word)  # else "Yesterday", "Hey", "Thanks" opening a sentence
+        elif run:
+            close()
+        sentence_start = False
+        prev_end = m.end()
+    close()
+    return found
+
+
+def _strip_brackets(text: str) -> str:
+    # The "(2023-05-07)" annotations added by time normalisation are not words of the speaker.
+    return re.sub(r"\([^()]*\d{4}[^()]*\)", " ", text)
+
+
+class BufferedTurn(BaseModel):
+    """A turn waiting in the write buffers; ``text`` is the original (caption already appended)."""
+
+    turn_id: str
+    speaker: str
+    text: str
+    compressed: str = ""
+    time_stamp: str
+    float_time_stamp: float
+    weekday: str
+    session_id: str | None = None
+    topic_id: int = -1
+
+    def content(self) -> str:
+        """What extraction reads: the compressed text, or the original when compression emptied it."""
+        return self.compressed if self.compressed.strip() else self.text
+
+    def reference_time(self) -> datetime:
+        """When the turn was said, as the anchor for relative dates."""
+        try:
+            return datetime.fromisoformat(self.time_stamp)
+        except ValueError:
+            return datetime.fromtimestamp(self.float_time_stamp, UTC).replace(tzinfo=None)
+
+
+class ExtractedFact(BaseModel):
+    """One memory fact with its provenance; time fields are those of its latest source turn."""
+
+    fact: str
+    source_turn_ids: list[str] = Field(min_length=1)
+    speaker_name: str
+    time_stamp: str
+    float_time_stamp: float
+    weekday: str
+    topic_id: int
+    original: str
+    compressed: str
+    entities: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+    salience: float = DEFAULT_SALIENCE
+    method: Literal["llm", "rule"] = "rule"
+
+
+Batch = Sequence[Sequence[BufferedTurn]]
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    def extract(self, batch: Batch) -> list[ExtractedFact]:
+        """Facts for every informative turn of ``batch`` (a list of topic segments)."""
+
+
+def fact_from_turns(text: str, turns: Sequence[BufferedTurn], *, method: Literal["llm", "rule"],
+                    salience: float = DEFAULT_SALIENCE) -> ExtractedFact:
+    """An ``ExtractedFact`` whose provenance and time come from ``turns`` (in batch order)."""
+    latest = max(turns, key=lambda t: t.float_time_stamp)  # max keeps the first of equal times
+    for t in turns:
+        if t.float_time_stamp == latest.float_time_stamp:
+            latest = t  # of equal times, the later turn in the batch
+    return ExtractedFact(
+        fact=text,
+        source_turn_ids=list(dict.fromkeys(t.turn_id for t in turns)),
+        speaker_name=turns[0].speaker,
+        time_stamp=latest.time_stamp,
+        float_time_stamp=latest.float_time_stamp,
+        weekday=latest.weekday,
+        topic_id=latest.topic_id,
+        original="\n".join(t.text for t in turns),
+        compressed="\n".join(t.compressed for t in turns),
+        entities=extract_entities(text),
+        keywords=extract_keywords(text),
+        session_id=latest.session_id,
+        salience=salience,
+        method=method,
+    )
+
+
+class RuleExtractor:
+    """LLM-free extraction: every turn becomes one speaker-prefixed, time-normalised fact."""
+
+    def extract(self, batch: Batch) -> list[ExtractedFact]:
+        return [self.extract_turn(t) for segment in batch for t in segment]
+
+    def extract_turn(self, turn: BufferedTurn) -> ExtractedFact:
+        body = absolutize(turn.content(), turn.reference_time())
+        salience = FILLER_SALIENCE if is_filler(turn.text) else DEFAULT_SALIENCE
+        return fact_from_turns(f"{turn.speaker}: {body}", [turn], method="rule", salience=salience)
+
+
+# ---------------------------------------------------------------- LLM backend
+
+
+class _FactItem(BaseModel):
+    source_id: int | list[int]
+    fact: str
+
+    @field_validator("source_id", mode="before")
+    @classmethod
+    def _numbers(cls, v: object) -> object:
+        # Models often quote the id or prefix it ("3", "id 3"); the number is what counts.
+        if isinstance(v, str):
+            digits = "".join(ch for ch in v if ch.isdigit())
+            return int(digits) if digits else -1
+        return v
+
+    def ids(self) -> list[int]:
+        return self.source_id if isinstance(self.source_id, list) else [self.source_id]
+
+
+class ExtractionOutput(BaseModel):
+    """The JSON the extraction prompt asks for."""
+
+    data: list[_FactItem]
+
+
+def render_line(source_id: int, turn: BufferedTurn) -> str:
+    """One transcript line; dates are pre-resolved so even a small model can copy them."""
+    body = " ".join(absolutize(turn.content(), turn.reference_time()).split())
+    return f"[{turn.time_stamp}, {turn.weekday}] {source_id}.{turn.speaker}: {body}"
+
+
+class LLMExtractor:
+    """Facts from an LLM, with every informative turn guaranteed to be represented.
+
+    A batch larger than ``max_prompt_tokens`` (transcript part only) is sent in several calls cut at
+    topic boundaries (and inside a topic only when one topic alone is too large).
+    """
+
+    def __init__(self, llm: LLMClient, fallback: RuleExtractor | None = None, *,
+                 max_prompt_tokens: int = 3000, max_tokens: int | None = None) -> None:
+        self._llm = llm
+        self._fallback = fallback if fallback is not None else RuleExtractor()
+        self._max_prompt_tokens = max_prompt_tokens
+        self._max_tokens = max_tokens
+
+    def extract(self, batch: Batch) -> list[ExtractedFact]:
+        facts: list[ExtractedFact] = []
+        for chunk in self._chunks(batch):
+            facts.extend(self._extract_chunk(chunk))
+        return facts
+
+    def _chunks(self, batch: Batch) -> list[list[tuple[int, list[BufferedTurn]]]]:
+        """Split into calls of ``(topic_number, turns)`` blocks within the token budget."""
+        chunks: list[list[tuple[int, list[BufferedTurn]]]] = []
+        current: list[tuple[int, list[BufferedTurn]]] = []
+        used = 0
+        for topic_no, segment in enumerate(batch, start=1):
+            block: list[BufferedTurn] = []
+            for turn in segment:
+                cost = count_tokens(turn.content()) + 12  # + the line prefix
+                if (current or block) and used + cost > self._max_prompt_tokens:
+                    if block:
+                        current.append((topic_no, block))
+                    chunks.append(current)
+                    current, block, used = [], [], 0
+                block.append(turn)
+                used += cost
+            if block:
+                current.append((topic_no, block))
+        if current:
+            chunks.append(current)
+        return chunks
+
+    def _extract_chunk(self, blocks: list[tuple[int, list[BufferedTurn]]]) -> list[ExtractedFact]:
+        turns = [t for _, block in blocks for t in block]
+        lines: list[tuple[int, list[str]]] = []
+        sid = 0
+        for topic_no, block in blocks:
+            rendered = []
+            for t in block:
+                rendered.append(render_line(sid, t))
+                sid += 1
+            lines.append((topic_no, rendered))
+        try:
+            out = self._llm.complete_json(render_extraction_messages(lines), ExtractionOutput,
+                                          stage=STAGE, max_tokens=self._max_tokens)
+        except LLMError as exc:
+            logger.warning("extraction LLM failed for %d turns, using rule extraction: %s",
+                           len(turns), exc)
+            self._llm.usage.record("llm", STAGE, calls=0, fallbacks=1)
+            return [self._fallback.extract_turn(t) for t in turns]
+        return self._map_facts(out, turns)
+
+    def _map_facts(self, out: ExtractionOutput, turns: list[BufferedTurn]) -> list[ExtractedFact]:
+        ranked: list[tuple[int, int, ExtractedFact]] = []
+        covered: set[int] = set()
+        for order, item in enumerate(out.data):
+            text = " ".join(item.fact.split())
+            if not text:
+                continue
+            ids = self._attribute(item, text, turns)
+            if not ids:
+                logger.warning("extraction: dropped a fact with no usable source id: %r", text[:120])
+                continue
+            covered.update(ids)
+            sources = [turns[i] for i in ids]
+            latest = max(sources, key=lambda t: t.float_time_stamp)
+            text = absolutize(text, latest.reference_time())
+            ranked.append((ids[0], order, fact_from_turns(text, sources, method="llm")))
+        missing = [i for i, t in enumerate(turns) if i not in covered and not is_filler(t.text)]
+        if missing:
+            logger.info("extraction: %d informative turns got no LLM fact; rule facts added",
+                        len(missing))
+        for i in missing:
+            ranked.append((i, -1, self._fallback.extract_turn(turns[i])))
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        return [f for _, _, f in ranked]
+
+    @staticmethod
+    def _attribute(item: _FactItem, text: str, turns: list[BufferedTurn]) -> list[int]:
+        """Valid batch positions for a fact; an unknown id is dropped, and a fact left with no
+        id is grounded on the turn it shares most content words with (if any)."""
+        ids = sorted({i for i in item.ids() if 0 <= i < len(turns)})
+        if ids:
+            return ids
+        words = set(content_tokens(text))
+        best, best_overlap = -1, 0
+        for i, t in enumerate(turns):
+            overlap = len(words & set(content_tokens(t.text)))
+            if overlap > best_overlap:
+                best, best_overlap = i, overlap
+        return [best] if best >= 0 else []

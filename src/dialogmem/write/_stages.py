@@ -1,0 +1,56 @@
+"""Builds the write-path stages from settings: one compressor, segmenter and extractor per store,
+and a fresh buffer per user scope."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._errors import ConfigError
+from .._settings import WriteSettings
+from ..models._embed_base import Embedder
+from ..models._llm_base import LLMClient
+from ._buffer import WriteBuffer
+from ._compress import Compressor, make_compressor
+from ._extract import Extractor, LLMExtractor, RuleExtractor
+from ._segment import Segmenter, make_segmenter
+
+
+@dataclass
+class WriteStages:
+    compressor: Compressor
+    segmenter: Segmenter
+    extractor: Extractor
+    embedder: Embedder
+    settings: WriteSettings
+    stm_threshold: int
+
+    def new_buffer(self) -> WriteBuffer:
+        return WriteBuffer(
+            self.compressor, self.segmenter, self.extractor,
+            sensory_tokens=self.settings.sensory_tokens, stm_threshold=self.stm_threshold,
+            embed_fn=self._embed,
+        )
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return self.embedder.embed(texts)
+
+
+def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedder) -> WriteStages:
+    opts: dict[str, object] = {}
+    if settings.compressor != "none":
+        opts["rate"] = settings.compress_rate
+        if settings.compressor_model:
+            opts["model_path"] = settings.compressor_model
+    compressor = make_compressor(settings.compressor, **opts)
+    segmenter = make_segmenter(settings.segmenter)
+    rules = RuleExtractor()
+    if settings.extractor == "llm" and not llm.available:
+        raise ConfigError("write.extractor = 'llm' needs an LLM: set llm.backend (DIALOGMEM_LLM__BACKEND)")
+    use_llm = settings.extractor == "llm" or (settings.extractor == "auto" and llm.available)
+    extractor: Extractor = LLMExtractor(llm, fallback=rules) if use_llm else rules
+    threshold = settings.stm_threshold
+    if threshold is None:
+        threshold = 512 if use_llm else 0
+    return WriteStages(compressor, segmenter, extractor, embedder, settings, threshold)

