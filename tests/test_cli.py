@@ -29,7 +29,7 @@ def test_add_search_list_update_delete_history_stats_forget(store: list[str]) ->
     assert code == 0, err
     assert "added 36 turns for maya" in out
 
-    code, out, _ = _run("search", "Maya's dog", "--user", "maya", "--json", "-k", "3", *store)
+    code, out, _ = _run("search", "What is the name of Maya's dog?", "--user", "maya", "--json", "-k", "3", *store)
     assert code == 0
     hits = json.loads(out)
     assert len(hits) == 3 and any("D1:3" in h["source_turn_ids"] for h in hits)

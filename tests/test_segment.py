@@ -91,28 +91,38 @@ def attention_segmenter() -> AttentionSimilaritySegmenter:
     return AttentionSimilaritySegmenter()
 
 
-def test_attention_segmenter_finds_topic_shifts(attention_segmenter: AttentionSimilaritySegmenter) -> None:
+@pytest.fixture(scope="module")
+def conversation_run(attention_segmenter: AttentionSimilaritySegmenter) -> tuple[np.ndarray, list[int]]:
+    """Embeddings of the test conversation and the boundaries found from them, computed once."""
+    turns, _ = _conversation()
+    emb = attention_segmenter._model.embed(turns)
+    return emb, attention_segmenter.boundaries(turns, emb)
+
+
+def test_attention_segmenter_finds_topic_shifts(conversation_run: tuple[np.ndarray, list[int]]) -> None:
     turns, shifts = _conversation()
-    pred = attention_segmenter.boundaries(turns)
+    pred = conversation_run[1]
     assert pred == sorted(set(pred)) and all(1 <= i < len(turns) for i in pred)
     recall, precision = _recall_precision(pred, shifts)
     assert recall >= 0.7, (pred, shifts)
     assert precision >= 0.6, (pred, shifts)
 
 
-def test_similarity_segmenter_finds_topic_shifts() -> None:
+def test_similarity_segmenter_finds_topic_shifts(conversation_run: tuple[np.ndarray, list[int]]) -> None:
     turns, shifts = _conversation()
     seg = SimilaritySegmenter()
-    pred = seg.boundaries(turns)
+    pred = seg.boundaries(turns, conversation_run[0])
     recall, precision = _recall_precision(pred, shifts)
     assert recall >= 0.7, (pred, shifts)
     assert precision >= 0.5, (pred, shifts)
 
 
-def test_given_embeddings_are_used(attention_segmenter: AttentionSimilaritySegmenter) -> None:
+def test_given_embeddings_are_used(attention_segmenter: AttentionSimilaritySegmenter,
+                                   conversation_run: tuple[np.ndarray, list[int]]) -> None:
     turns, _ = _conversation()
-    emb = attention_segmenter._model.embed(turns)
-    assert attention_segmenter.boundaries(turns, emb) == attention_segmenter.boundaries(turns)
+    emb, pred = conversation_run
+    # Without embeddings the segmenter computes the same ones itself.
+    assert attention_segmenter.boundaries(turns) == pred
     # Embeddings that make every pair of neighbours identical leave no similarity drop, hence no cut.
     flat = np.ones((len(turns), 4), dtype=np.float32) / 2.0
     assert attention_segmenter.boundaries(turns, flat) == []
@@ -141,13 +151,14 @@ def test_edge_cases(attention_segmenter: AttentionSimilaritySegmenter) -> None:
     assert NoSegmenter().boundaries(_conversation()[0]) == []
 
 
-def test_thread_safe_and_deterministic(attention_segmenter: AttentionSimilaritySegmenter) -> None:
+def test_thread_safe_and_deterministic(attention_segmenter: AttentionSimilaritySegmenter,
+                                       conversation_run: tuple[np.ndarray, list[int]]) -> None:
     turns, _ = _conversation()
-    expected = attention_segmenter.boundaries(turns)
+    emb, expected = conversation_run
     results: list[list[int]] = []
 
     def run() -> None:
-        results.append(attention_segmenter.boundaries(turns))
+        results.append(attention_segmenter.boundaries(turns, emb))
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for t in threads:
@@ -157,10 +168,10 @@ def test_thread_safe_and_deterministic(attention_segmenter: AttentionSimilarityS
     assert results == [expected] * 2
 
 
-def test_buffer_is_fast_enough(attention_segmenter: AttentionSimilaritySegmenter) -> None:
+def test_buffer_is_fast_enough(attention_segmenter: AttentionSimilaritySegmenter,
+                               conversation_run: tuple[np.ndarray, list[int]]) -> None:
     turns, _ = _conversation()
-    emb = attention_segmenter._model.embed(turns)
-    attention_segmenter.boundaries(turns, emb)
+    emb = conversation_run[0]
     start = time.process_time()
     attention_segmenter.boundaries(turns, emb)
     # ~330 tokens, one forward pass. CPU time, not wall time, so a busy shared runner does not fail

@@ -37,7 +37,7 @@ from ._types import (
     Turn,
 )
 from ._usage import StageUsage, UsageTracker
-from .models import make_embedder, make_llm
+from .models import LLMClient, make_embedder, make_llm
 from .read import Answer, Answerer, ReadPipeline, make_planner, make_selector
 from .store import IndexFilter, IndexPoint, open_index
 from .write import BufferedTurn, ExtractedFact, WriteBuffer, make_write_stages
@@ -94,7 +94,10 @@ class Memory:
     id behaves as "not found".
     """
 
-    def __init__(self, config: Config | None = None, **overrides: Any) -> None:
+    def __init__(self, config: Config | None = None, *, llm_client: LLMClient | None = None,
+                 **overrides: Any) -> None:
+        """``config`` (or keyword overrides of it, e.g. ``data_dir=...``); ``llm_client`` replaces the
+        client that ``config.llm`` would build (bring your own, or a ``ScriptedLLM`` in tests)."""
         if config is None:
             config = Config.load(**overrides)
         elif overrides:
@@ -109,6 +112,7 @@ class Memory:
         data_dir = Path(config.data_dir).expanduser()
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
+        self._llm_client = llm_client
         self._closed = False
         self._lock = threading.RLock()
         self._store_lock = _StoreLock(data_dir / ".lock")
@@ -126,7 +130,11 @@ class Memory:
         self.usage.load(self._journal.usage())
         self._embedder = make_embedder(self.config.embedder, self.usage)
         self._index = open_index(self.config.store, data_dir, self.config.embedder.dim)
-        self._llm = make_llm(self.config.llm, self.usage)
+        if self._llm_client is not None:
+            self._llm_client.usage = self.usage  # one tracker: the client's calls land in stats()
+            self._llm = self._llm_client
+        else:
+            self._llm = make_llm(self.config.llm, self.usage)
         self._stages = make_write_stages(self._write_cfg, self._llm, self._embedder)
         self._buffers: dict[str, WriteBuffer] = {}
         self._inflight: dict[str, dict[str, Turn]] = {}

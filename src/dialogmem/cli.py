@@ -31,7 +31,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a t
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]Error:[/red] {message}", highlight=False)
+    typer.echo(f"Error: {' '.join(message.split())}", err=True)  # one line, never wrapped
     return typer.Exit(1)
 
 

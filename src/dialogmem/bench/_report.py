@@ -99,15 +99,19 @@ def _cost(units: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for key in ("calls", "prompt_tokens", "completion_tokens", "latency_ms", "failures", "fallbacks"):
                 stages[stage][key] += vals.get(key, 0) or 0
     query: dict[str, int] = defaultdict(int)
+    judge: dict[str, int] = defaultdict(int)
     for u in units:
         for key, val in (u["header"].get("query_llm") or {}).items():
             query[key] += val
+        for key, val in (u["header"].get("judge_llm") or {}).items():
+            judge[key] += val
     return {
         "conversations": n,
         "total": {k: _r(v, 3) for k, v in total.items()},
         "per_conversation": {k: _r(v / n, 3) if n else None for k, v in total.items()},
         "stages": {s: dict(v) for s, v in stages.items()},
         "query_llm": dict(query),
+        "judge_llm": dict(judge),
         "unit_wall_s": _r(sum(u["header"].get("unit_wall_s", 0) for u in units), 3),
     }
 
@@ -226,11 +230,17 @@ def render_markdown(results: dict[str, Any], plots: dict[str, str]) -> str:
     rows = []
     for name, s in systems.items():
         pc = s["cost"]["per_conversation"]
+        n = s["cost"]["conversations"] or 1
+        query = s["cost"].get("query_llm") or {}
         rows.append([name, s["cost"]["conversations"], _fmt(pc.get("wall_s"), 2),
                      *[_fmt(pc.get(key), 1) for key in ("llm_calls", "prompt_tokens", "completion_tokens",
-                                                        "memories", "turns")]])
+                                                        "memories", "turns")],
+                     _fmt(query.get("calls", 0) / n, 1),
+                     _fmt((query.get("prompt_tokens", 0) + query.get("completion_tokens", 0)) / n, 1)])
     lines += _table(["system", "conversations", "ingest s", "LLM calls", "prompt tokens", "completion tokens",
-                     "memories", "turns"], rows)
+                     "memories", "turns", "query-time LLM calls", "query-time LLM tokens"], rows)
+    lines += ["Ingest covers feeding every turn, the final flush and (when enabled) sleep; query-time LLM "
+              "use is the reader's (and dialogmem's planner/answerer's), never the judge's.", ""]
     stage_rows = [[name, stage, v.get("calls"), v.get("prompt_tokens"), v.get("completion_tokens"),
                    v.get("failures"), v.get("fallbacks")]
                   for name, s in systems.items() for stage, v in sorted(s["cost"]["stages"].items())]

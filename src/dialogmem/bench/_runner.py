@@ -26,7 +26,7 @@ from . import _metrics as m
 from ._loaders import BenchConversation, BenchDataset, BenchQuestion, load_locomo, load_longmemeval
 from ._report import write_report
 from ._state import RunState
-from ._systems import BenchSystem, SystemFactory, usage_totals
+from ._systems import BenchSystem, SystemFactory
 
 logger = logging.getLogger(__name__)
 
@@ -195,19 +195,22 @@ def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, n
     try:
         progress(Progress(done, total, name, conv.id, "ingest", 0, len(conv.questions)))
         cost = system.ingest(conv)
-        reader_before = _llm_snapshot(reader)
-        judge_before = _llm_snapshot(judge) if judge is not reader else None
+        reader_before, judge_before = _llm_snapshot(reader), _llm_snapshot(judge)
         records = []
         for i, q in enumerate(conv.questions):
             records.append(_question(spec, dataset.name, system, q, judge))
             progress(Progress(done, total, name, conv.id, "questions", i + 1, len(conv.questions)))
+        # query-time LLM use: the system's own counters when it keeps them (dialogmem), else the
+        # shared reader's "reader" stage; the judge's calls are never counted as the system's cost
+        own = getattr(system, "query_usage", None)
+        query_llm = own() if callable(own) else _usage_delta(reader_before, _llm_snapshot(reader), "reader")
+        judge_llm = _usage_delta(judge_before, _llm_snapshot(judge), "judge")
     finally:
         system.close()
     header = {
         "system": name, "conversation": conv.id, "cost": cost.model_dump(),
         "unit_wall_s": round(time.perf_counter() - unit_started, 3),
-        "query_llm": _usage_delta(reader_before, _llm_snapshot(reader)) if name != "dialogmem" else None,
-        "judge_llm": (_usage_delta(judge_before, _llm_snapshot(judge)) if judge_before is not None else None),
+        "query_llm": query_llm, "judge_llm": judge_llm,
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     state.save_unit(header, records)
@@ -255,7 +258,8 @@ def qa_scores(dataset: str, q: BenchQuestion, prediction: str, judge: LLMClient 
     out: dict[str, Any] = {}
     if dataset == "locomo":
         out["f1"] = m.locomo_f1(prediction, q.answer, q.category_id)
-        out["bleu1"] = 0.0 if q.adversarial else m.bleu1(prediction, q.answer)
+        # category 5 has no reference text to overlap with: only detection is scored
+        out["bleu1"] = None if q.adversarial else m.bleu1(prediction, q.answer)
     template = judge_prompts.template_for(dataset, q.category, adversarial=q.adversarial,
                                           abstention=q.abstention)
     out["judge_template"] = template
@@ -276,12 +280,15 @@ def _llm_snapshot(client: LLMClient | None) -> dict[str, Any] | None:
     return usage.snapshot() if usage is not None else None
 
 
-def _usage_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, int] | None:
+def _usage_delta(before: dict[str, Any] | None, after: dict[str, Any] | None, stage: str
+                 ) -> dict[str, int] | None:
+    """LLM calls and tokens of one stage between two usage snapshots."""
     if before is None or after is None:
         return None
-    b = usage_totals(before)
-    a = usage_totals(after)
-    return {"calls": a[0] - b[0], "prompt_tokens": a[1] - b[1], "completion_tokens": a[2] - b[2]}
+    b = before.get("llm", {}).get(stage, {})
+    a = after.get("llm", {}).get(stage, {})
+    keys = ("calls", "prompt_tokens", "completion_tokens")
+    return {key: int(a.get(key, 0)) - int(b.get(key, 0)) for key in keys}
 
 
 def collect_results(spec: BenchSpec, dataset: BenchDataset, systems: list[str], state: RunState

@@ -122,6 +122,7 @@ class DialogmemSystem:
         self._mem = Memory(cfg)
         self._sleep = run_sleep
         self._conv: BenchConversation | None = None
+        self._after_ingest: dict[str, Any] = {}
 
     def ingest(self, conversation: BenchConversation) -> IngestCost:
         self._conv = conversation
@@ -140,6 +141,7 @@ class DialogmemSystem:
             self._mem.sleep(conversation.scope)
         wall = time.perf_counter() - started
         stats = self._mem.stats(conversation.scope)
+        self._after_ingest = stats
         calls, prompt, completion, stages = usage_totals(stats)
         emb_calls = sum(int(s.get("calls", 0)) for s in stats.get("embedding", {}).values())
         return IngestCost(wall_s=wall, turns=n, memories=int(stats.get("counts", {}).get("memories", 0)),
@@ -163,6 +165,13 @@ class DialogmemSystem:
                                  reference_time=question_time(self._conv, question))
         latency = (time.perf_counter() - started) * 1000
         return AnswerOutcome(text=str(reply.text), latency_ms=latency)
+
+    def query_usage(self) -> dict[str, int]:
+        """LLM calls and tokens spent since ingest ended (planning, selection, answering)."""
+        before = usage_totals(self._after_ingest)
+        after = usage_totals(self._mem.stats())
+        return {"calls": after[0] - before[0], "prompt_tokens": after[1] - before[1],
+                "completion_tokens": after[2] - before[2]}
 
     def close(self) -> None:
         self._mem.close()

