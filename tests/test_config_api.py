@@ -27,7 +27,7 @@ def test_precedence_defaults_file_env_kwargs(tmp_path: Path, monkeypatch: pytest
 
 
 def test_bad_config_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ConfigError, match="llm.backend"):
+    with pytest.raises(ConfigError, match=r"llm\.backend"):
         Config.load(llm={"backend": "gpt-7"})
     with pytest.raises(ConfigError, match="not found"):
         Config.load(tmp_path / "missing.toml")

@@ -128,5 +128,5 @@ def test_answer_cites_only_returned_ids(mem: Memory) -> None:
 def test_answer_without_llm_names_the_config(make_memory: Any) -> None:
     mem = make_memory()
     mem.add("I like tea.", "u", flush=True)
-    with pytest.raises(LLMUnavailableError, match="llm.backend"):
+    with pytest.raises(LLMUnavailableError, match=r"llm\.backend"):
         mem.answer("What do I like?", "u")

@@ -2,8 +2,8 @@
 
 from ._buffer import WriteBuffer
 from ._compress import (
-    CompressResult,
     Compressor,
+    CompressResult,
     EntropyCompressor,
     LLMLingua2Compressor,
     NoCompressor,
