@@ -66,9 +66,10 @@ def test_sigkill_at_random_points_loses_no_acknowledged_turn(tmp_path: Path) -> 
         mem.flush("crash-user")
         # every journaled turn became a memory once replayed and flushed; nothing is stuck or doubled
         records = mem.get_all("crash-user", limit=10000)
-        cited = [s for r in records for s in r.source_turn_ids]
-        assert set(cited) == journaled
-        assert len(cited) == len(set(cited))
+        # one memory per turn, citing the turn last (an LLM-free memory may cite its context before it)
+        own = [r.source_turn_ids[-1] for r in records]
+        assert set(own) == journaled
+        assert len(own) == len(set(own))
         assert mem.stats("crash-user")["counts"]["pending_turns"] == 0
         assert mem.search("parcel delivered to dock 3", "crash-user").hits
         integrity = mem._journal._query("PRAGMA integrity_check")[0][0]

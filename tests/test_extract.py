@@ -234,3 +234,20 @@ def test_large_batch_is_split_into_calls_at_topic_boundaries() -> None:
     # Source ids restart in each call and still map to the right turns.
     assert [f.source_turn_ids for f in facts] == [[t.turn_id] for seg in batch for t in seg]
     assert facts[4].fact == "Bob fact 2023-05-08T13:11:00"
+
+
+def test_rule_extractor_context_window_cites_what_it_contains() -> None:
+    seg_a = [turn("a1", "Tom", "What's the dog's name?", minute=1),
+             turn("a2", "Maya", "His name is Biscuit.", minute=2),
+             turn("a3", "Maya", "He is a beagle mix " + "very " * 60 + "cute.", minute=3)]
+    seg_b = [turn("b1", "Tom", "Anyway, I moved to Seattle.", minute=4, topic=1)]
+    facts = RuleExtractor(context_turns=1).extract([seg_a, seg_b])
+    assert [f.source_turn_ids for f in facts] == [["a1"], ["a1", "a2"], ["a2", "a3"], ["b1"]]
+    assert facts[1].fact == "Tom: What's the dog's name?\nMaya: His name is Biscuit."
+    assert facts[1].speaker_name == "Maya" and facts[1].time_stamp == seg_a[1].time_stamp
+    assert facts[3].fact == "Tom: Anyway, I moved to Seattle."  # a topic boundary starts without context
+    assert facts[2].fact.startswith("Maya: His name is Biscuit.\nMaya: He is a beagle mix")
+    long_context = RuleExtractor(context_turns=1).extract([[seg_a[2], seg_b[0]]])[1].fact
+    assert "..." in long_context.splitlines()[0] and len(long_context.splitlines()[0].split()) <= 42
+    with pytest.raises(ValueError):
+        RuleExtractor(context_turns=-1)

@@ -20,6 +20,8 @@ class WriteSettings(_Section):
     # tokens of topic segments collected before one extraction batch; None: 512 with an LLM, 0 without
     stm_threshold: int | None = Field(None, ge=0)
     extractor: Literal["auto", "llm", "rules"] = "auto"
+    # LLM-free memories carry this many preceding turns of their topic segment as context
+    context_turns: int = Field(1, ge=0, le=4)
     max_turn_chars: int = Field(2_000_000, gt=0)
 
 

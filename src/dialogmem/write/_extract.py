@@ -31,6 +31,7 @@ from ._tokens import count_tokens
 logger = logging.getLogger(__name__)
 
 STAGE = "add_memory"
+CONTEXT_WORDS = 40  # of each context turn a rule memory carries
 FILLER_SALIENCE = 0.1
 DEFAULT_SALIENCE = 0.5
 
@@ -232,18 +233,45 @@ def fact_from_turns(text: str, turns: Sequence[BufferedTurn], *, method: Literal
 
 
 class RuleExtractor:
-    """LLM-free extraction: every turn becomes one speaker-prefixed, time-normalised fact."""
+    """LLM-free extraction: every turn becomes one speaker-prefixed, time-normalised memory.
+
+    Without an LLM there is no coreference resolution, and a reply ("His name is Biscuit.") says
+    little on its own. So, as in SimpleMem's sliding window, a memory also carries the
+    ``context_turns`` turns before it in the same topic segment (at most ``CONTEXT_WORDS`` words
+    each) and cites them too: its text contains them, so the citation is honest. ``0`` stores the
+    turn alone.
+    """
+
+    def __init__(self, *, context_turns: int = 0) -> None:
+        if context_turns < 0:
+            raise ValueError("context_turns must be >= 0")
+        self.context_turns = context_turns
 
     def extract(self, batch: Batch) -> list[ExtractedFact]:
-        return [self.extract_turn(t) for segment in batch for t in segment]
+        return [self._extract(segment, i) for segment in batch for i in range(len(segment))]
 
     def extract_turn(self, turn: BufferedTurn) -> ExtractedFact:
-        body = absolutize(turn.content(), turn.reference_time())
+        return self._extract([turn], 0)
+
+    def _extract(self, segment: Sequence[BufferedTurn], i: int) -> ExtractedFact:
+        turn = segment[i]
+        context = list(segment[max(0, i - self.context_turns):i])
+        lines = [f"{c.speaker}: {_clip(_normalised(c), CONTEXT_WORDS)}" for c in context]
+        lines.append(f"{turn.speaker}: {_normalised(turn)}")
         salience = FILLER_SALIENCE if is_filler(turn.text) else DEFAULT_SALIENCE
-        return fact_from_turns(f"{turn.speaker}: {body}", [turn], method="rule", salience=salience)
+        fact = fact_from_turns("\n".join(lines), [*context, turn], method="rule", salience=salience)
+        if context:  # the memory is the turn's: its speaker, not the context's
+            fact = fact.model_copy(update={"speaker_name": turn.speaker})
+        return fact
 
 
-# ---------------------------------------------------------------- LLM backend
+def _normalised(turn: BufferedTurn) -> str:
+    return absolutize(turn.content(), turn.reference_time())
+
+
+def _clip(text: str, words: int) -> str:
+    parts = text.split()
+    return text if len(parts) <= words else " ".join(parts[:words]) + " ..."
 
 
 class _FactItem(BaseModel):

@@ -45,7 +45,7 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
             opts["model_path"] = settings.compressor_model
     compressor = make_compressor(settings.compressor, **opts)
     segmenter = make_segmenter(settings.segmenter)
-    rules = RuleExtractor()
+    rules = RuleExtractor(context_turns=settings.context_turns)
     if settings.extractor == "llm" and not llm.available:
         raise ConfigError("write.extractor = 'llm' needs an LLM: set llm.backend (DIALOGMEM_LLM__BACKEND)")
     use_llm = settings.extractor == "llm" or (settings.extractor == "auto" and llm.available)

@@ -1,0 +1,99 @@
+"""Spine floor, measured through the public ``Memory.search`` (plan + embed + hybrid query + select +
+access statistics): 100,000 memories over 1,000 users, inserted in bulk with precomputed vectors.
+
+Floors (issue "The spine"): search p50 <= 15 ms and p95 <= 30 ms with embedding included; bulk
+insert >= 500 memories/s with precomputed vectors; RSS <= 1.5 GB at 100k memories.
+
+Usage::
+
+    python benchmarks/bench_spine.py [--n 100000] [--users 1000] [--queries 300] [--path DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_store import records, unit_vectors  # noqa: E402 - the same synthetic data as the index bench
+
+from dialogmem import Memory  # noqa: E402
+from dialogmem.store import IndexPoint  # noqa: E402
+
+QUERIES = [
+    "What did Caroline talk about last week?", "When did Melanie visit the beach house?",
+    "Who went on the camping trip?", "What did Jon cook after work?", "Did Gina finish the pottery class?",
+    "What happened at the book club in May?", "Where did Evan go on the road trip?",
+    "What did Audrey paint yesterday?", "Tell me about the charity run", "Who bought a violin lesson?",
+]
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--users", type=int, default=1_000)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--batch", type=int, default=1_000)
+    ap.add_argument("--path", type=Path, default=None)
+    args = ap.parse_args()
+    path = args.path or Path(tempfile.mkdtemp(prefix="dialogmem-bench-"))
+    rng = random.Random(7)
+    try:
+        with Memory(data_dir=path) as mem:
+            vectors = unit_vectors(args.n, 384, seed=1)
+            t0 = time.perf_counter()
+            batch: list[IndexPoint] = []
+            for i, rec in enumerate(records(args.n, args.users, seed=1)):
+                batch.append(IndexPoint(record=rec, vector=vectors[i]))
+                if len(batch) == args.batch:
+                    mem._index.upsert(batch)
+                    batch = []
+            if batch:
+                mem._index.upsert(batch)
+            mem._index.flush()
+            insert_s = time.perf_counter() - t0
+            del vectors
+            mem.search("warm up the embedder", "user0")
+            lat: list[float] = []
+            for _ in range(args.queries):
+                user = f"user{rng.randrange(args.users)}"
+                q = rng.choice(QUERIES)
+                t = time.perf_counter()
+                mem.search(q, user, limit=10)
+                lat.append((time.perf_counter() - t) * 1000)
+            stages = mem.stats()["latency"]
+            print(f"memories                 {args.n:,} over {args.users:,} users")
+            print(f"bulk insert              {args.n / insert_s:,.0f} memories/s ({insert_s:.1f} s)")
+            print(f"Memory.search p50        {statistics.median(lat):.2f} ms")
+            print(f"Memory.search p95        {percentile(lat, 95):.2f} ms")
+            print(f"Memory.search mean       {statistics.fmean(lat):.2f} ms ({len(lat)} queries)")
+            for stage, u in sorted(stages.items()):
+                if u["calls"]:
+                    print(f"  {stage:<22} mean {u['latency_ms'] / u['calls']:.2f} ms")
+            print(f"RSS                      {rss_mb():.0f} MB")
+    finally:
+        if args.path is None:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
