@@ -38,17 +38,20 @@ class RecordingExtractor(RuleExtractor):
     """The real rule extractor, recording the batches it was given."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.batches: list[list[list[str]]] = []
+        self.previous: list[list[str]] = []
 
-    def extract(self, batch):  # type: ignore[no-untyped-def]
+    def extract(self, batch, *, previous=()):  # type: ignore[no-untyped-def]
         self.batches.append([[t.turn_id for t in seg] for seg in batch])
-        return super().extract(batch)
+        self.previous.append([t.turn_id for t in previous])
+        return super().extract(batch, previous=previous)
 
 
 class FailingExtractor:
     """Test stand-in: an extractor that crashes (as a bug would)."""
 
-    def extract(self, batch):  # type: ignore[no-untyped-def]
+    def extract(self, batch, *, previous=()):  # type: ignore[no-untyped-def]
         raise RuntimeError("extractor crashed")
 
 
@@ -115,6 +118,7 @@ def test_threshold_zero_extracts_every_segment_at_once() -> None:
     buf = WriteBuffer(NoCompressor(), NoSegmenter(), ext, sensory_tokens=0, stm_threshold=0)
     facts = buf.push([bt("x", "I bought a red kayak."), bt("y", "It was cheap.", minute=1)])
     assert ids(facts) == ["x", "y"] and ext.batches == [[["x"]], [["y"]]]
+    assert ext.previous == [[], ["x"]]  # the turn extracted before is handed on as context
     assert [f.topic_id for f in facts] == [0, 1]
     assert buf.pending_turn_ids() == []
 

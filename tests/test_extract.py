@@ -242,12 +242,23 @@ def test_rule_extractor_context_window_cites_what_it_contains() -> None:
              turn("a3", "Maya", "He is a beagle mix " + "very " * 60 + "cute.", minute=3)]
     seg_b = [turn("b1", "Tom", "Anyway, I moved to Seattle.", minute=4, topic=1)]
     facts = RuleExtractor(context_turns=1).extract([seg_a, seg_b])
-    assert [f.source_turn_ids for f in facts] == [["a1"], ["a1", "a2"], ["a2", "a3"], ["b1"]]
+    assert [f.source_turn_ids for f in facts] == [["a1"], ["a1", "a2"], ["a2", "a3"], ["a3", "b1"]]
     assert facts[1].fact == "Tom: What's the dog's name?\nMaya: His name is Biscuit."
     assert facts[1].speaker_name == "Maya" and facts[1].time_stamp == seg_a[1].time_stamp
-    assert facts[3].fact == "Tom: Anyway, I moved to Seattle."  # a topic boundary starts without context
+    assert facts[3].speaker_name == "Tom" and facts[3].topic_id == 1  # the turn's, not its context's
+    first_line = facts[3].fact.splitlines()[0]
+    assert first_line.endswith("...") and len(first_line.split()) <= 42  # long context is clipped
     assert facts[2].fact.startswith("Maya: His name is Biscuit.\nMaya: He is a beagle mix")
-    long_context = RuleExtractor(context_turns=1).extract([[seg_a[2], seg_b[0]]])[1].fact
-    assert "..." in long_context.splitlines()[0] and len(long_context.splitlines()[0].split()) <= 42
+    assert RuleExtractor(context_turns=0).extract([seg_a])[1].fact == "Maya: His name is Biscuit."
     with pytest.raises(ValueError):
         RuleExtractor(context_turns=-1)
+
+
+def test_rule_extractor_context_comes_from_previous_batches_but_not_other_sessions() -> None:
+    earlier = [turn("p1", "Tom", "What's the dog's name?", minute=1)]
+    now = [[turn("n1", "Maya", "His name is Biscuit.", minute=2)]]
+    facts = RuleExtractor(context_turns=1).extract(now, previous=earlier)
+    assert facts[0].source_turn_ids == ["p1", "n1"]
+    other_session = [[turn("n2", "Maya", "Hello again!", minute=3, session="s2")]]
+    facts = RuleExtractor(context_turns=1).extract(other_session, previous=earlier)
+    assert facts[0].source_turn_ids == ["n2"]

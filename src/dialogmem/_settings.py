@@ -12,15 +12,19 @@ class _Section(BaseModel):
 
 
 class WriteSettings(_Section):
+    """``None`` / ``"auto"`` choose by whether an LLM extracts: with one, turns are segmented by
+    topic and batched (512-token sensory buffer, ``stm_threshold`` 512) so each call sees whole
+    topics; without one, each turn becomes a memory as soon as it is added, with the turn before it
+    as context (``context_turns``)."""
+
     compressor: Literal["none", "entropy", "llmlingua2"] = "none"
     compress_rate: float = Field(0.6, gt=0.0, le=1.0)
     compressor_model: str | None = None  # GGUF for entropy, model dir for llmlingua2
-    segmenter: Literal["none", "similarity", "attention"] = "attention"
-    sensory_tokens: int = Field(512, ge=0)
-    # tokens of topic segments collected before one extraction batch; None: 512 with an LLM, 0 without
+    segmenter: Literal["auto", "none", "similarity", "attention"] = "auto"
+    sensory_tokens: int | None = Field(None, ge=0)
     stm_threshold: int | None = Field(None, ge=0)
     extractor: Literal["auto", "llm", "rules"] = "auto"
-    # LLM-free memories carry this many preceding turns of their topic segment as context
+    # LLM-free memories carry this many preceding turns of their session as context
     context_turns: int = Field(1, ge=0, le=4)
     max_turn_chars: int = Field(2_000_000, gt=0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -116,6 +117,13 @@ class SearchHit(BaseModel):
         )
 
 
+def render_context(hits: Sequence[SearchHit]) -> str:
+    """Hits as ``time_stamp weekday memory`` lines, oldest first, one line per memory (a memory's
+    own line breaks become " / ") — the rendering seed 002 gives an LLM prompt."""
+    ordered = sorted(hits, key=lambda h: h.time_stamp)
+    return "\n".join(f"{h.time_stamp} {h.weekday} {' / '.join(h.memory.splitlines())}" for h in ordered)
+
+
 class SearchResult(BaseModel):
     """The hits of one search, plus a rendering for an LLM prompt."""
 
@@ -124,8 +132,7 @@ class SearchResult(BaseModel):
 
     def context(self) -> str:
         """Hits as ``time_stamp weekday memory`` lines, oldest first."""
-        ordered = sorted(self.hits, key=lambda h: h.time_stamp)
-        return "\n".join(f"{h.time_stamp} {h.weekday} {h.memory}" for h in ordered)
+        return render_context(self.hits)
 
     @property
     def context_tokens(self) -> int:

@@ -122,7 +122,11 @@ def _latency(questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
     answer = [q["answer_ms"] for q in questions if "answer_ms" in q]
     actx = [q["answer_context_tokens"] for q in questions if "answer_context_tokens" in q]
     truncated = [1.0 if q.get("truncated") else 0.0 for q in questions if "prediction" in q]
+    ks = sorted({k for q in questions for k in q.get("context_tokens_at", {})}, key=int)
+    tokens_at = {k: _r(m.mean([q["context_tokens_at"][k] for q in questions if k in q.get("context_tokens_at", {})]), 1)
+                 for k in ks}
     return {
+        "context_tokens_at": tokens_at,
         "searches": len(search),
         "search_p50_ms": _r(m.percentile(search, 50), 3),
         "search_p95_ms": _r(m.percentile(search, 95), 3),
@@ -199,7 +203,8 @@ def render_markdown(results: dict[str, Any], plots: dict[str, str]) -> str:
         f"- mode: {run['mode']}; k: {', '.join(map(str, ks))}; sleep after ingest: {run['sleep']}",
         f"- machine: {run['machine']['platform']}, Python {run['machine']['python']}",
         f"- generated {run['generated_at']}; this invocation took {_fmt(run.get('invocation_wall_s'), 1)} s"
-        + (" (resumed from checkpoints)" if run.get("resumed") else ""),
+        + (" (resumed from checkpoints)" if run.get("resumed") else "")
+        + f"; all units together: {_fmt(sum(s['cost']['unit_wall_s'] or 0 for s in systems.values()), 1)} s",
         "",
     ]
     if run["dataset"] == "locomo":
@@ -250,10 +255,14 @@ def render_markdown(results: dict[str, Any], plots: dict[str, str]) -> str:
                          "fallbacks"], stage_rows)
 
     lines += ["## Latency and context", ""]
+    ref_k = 10 if 10 in ks else max(ks)
     rows = [[name, s["latency"]["searches"], s["latency"]["search_p50_ms"], s["latency"]["search_p95_ms"],
-             s["latency"]["context_tokens_mean"]] for name, s in systems.items()]
-    lines += _table(["system", "searches", "search p50 ms", "search p95 ms",
-                     f"context tokens / query (top-{max(ks)})"], rows)
+             *(s["latency"].get("context_tokens_at", {}).get(str(k)) for k in ks)]
+            for name, s in systems.items()]
+    lines += [f"Search latency is of the k={ref_k} search; context tokens are the mean size of the rendered "
+              "context at each k (the write path's MiniLM token count).", ""]
+    lines += _table(["system", "searches", f"search p50 ms (k={ref_k})", f"search p95 ms (k={ref_k})",
+                     *(f"context tokens @{k}" for k in ks)], rows)
     if any(s["latency"]["answers"] for s in systems.values()):
         rows = [[name, s["latency"]["answers"], s["latency"]["answer_p50_ms"], s["latency"]["answer_p95_ms"],
                  s["latency"]["answer_context_tokens_mean"], s["latency"]["truncated_fraction"]]

@@ -217,16 +217,30 @@ def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, n
     state.remove_scratch(scratch)
 
 
+#: the k whose latency and context tokens the report shows (when it is among --k)
+REFERENCE_K = 10
+
+
 def _question(spec: BenchSpec, dataset: str, system: BenchSystem, q: BenchQuestion,
               judge: LLMClient | None) -> dict[str, Any]:
     rec: dict[str, Any] = {"qid": q.id, "category": q.category, "adversarial": q.adversarial,
                            "abstention": q.abstention}
     has_evidence = bool(q.evidence) or (dataset == "longmemeval" and bool(q.evidence_sessions))
     if system.retrieval and has_evidence and not q.abstention:
-        outcome = system.search(q, max(spec.ks))
-        sources = [h.source_turn_ids for h in outcome.hits]
-        rec.update(search_ms=round(outcome.latency_ms, 3), context_tokens=outcome.context_tokens,
-                   n_hits=len(outcome.hits), retrieval=retrieval_scores(dataset, q, sources, spec.ks))
+        # one search per k: a selector ranks differently for limit=10 than for limit=50, and the
+        # context a caller would get at k is what the tokens column must show
+        retrieval: dict[str, dict[str, float | None]] = {}
+        tokens_at: dict[str, int] = {}
+        outcomes = {}
+        for k in spec.ks:
+            outcomes[k] = system.search(q, k)
+            tokens_at[str(k)] = outcomes[k].context_tokens
+            scores = retrieval_scores(dataset, q, [h.source_turn_ids for h in outcomes[k].hits], [k])
+            for metric, by_k in scores.items():
+                retrieval.setdefault(metric, {}).update(by_k)
+        ref = outcomes[REFERENCE_K if REFERENCE_K in outcomes else max(spec.ks)]
+        rec.update(search_ms=round(ref.latency_ms, 3), context_tokens=ref.context_tokens,
+                   context_tokens_at=tokens_at, n_hits=len(ref.hits), retrieval=retrieval)
     if spec.mode == "llm":
         ans = system.answer(q)
         rec.update(prediction=ans.text, answer_ms=round(ans.latency_ms, 3),

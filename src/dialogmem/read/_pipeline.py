@@ -15,7 +15,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from .._errors import InputError
-from .._types import ScoredRecord, SearchHit
+from .._types import ScoredRecord, SearchHit, render_context
 from .._usage import UsageTracker
 from ..models._embed_base import Embedder
 from ..store._base import IndexFilter, VectorIndex
@@ -35,12 +35,6 @@ class ReadResult(BaseModel):
 
 def to_hit(scored: ScoredRecord) -> SearchHit:
     return SearchHit.from_record(scored.record, scored.score)
-
-
-def render_context(hits: Sequence[SearchHit]) -> str:
-    """Hits as ``time_stamp weekday memory`` lines, oldest first (for an LLM prompt)."""
-    ordered = sorted(hits, key=lambda h: h.time_stamp)
-    return "\n".join(f"{h.time_stamp} {h.weekday} {h.memory}" for h in ordered)
 
 
 def context_tokens(hits: Sequence[SearchHit]) -> int:

@@ -26,6 +26,7 @@ from .._errors import ConfigError
 from ._compress import Compressor
 from ._extract import BufferedTurn, ExtractedFact, Extractor
 from ._segment import Segmenter
+from ._tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,9 @@ class _Held:
     turn: BufferedTurn
     tokens: int
     new_session: bool  # a segment must start at this turn
+
+
+RECENT_TURNS = 4  # turns kept after extraction as context for the next batch
 
 
 class WriteBuffer:
@@ -57,6 +61,7 @@ class WriteBuffer:
         self._next_topic = first_topic_id
         self._sensory: list[_Held] = []
         self._stm: list[list[_Held]] = []
+        self._recent: list[BufferedTurn] = []  # the last turns extracted, context for the next batch
         self._lock = threading.RLock()
 
     # -- public API ----------------------------------------------------------------------
@@ -76,7 +81,8 @@ class WriteBuffer:
                 kept = bool(res.text.strip())
                 item = _Held(
                     turn.model_copy(update={"compressed": res.text if kept else turn.text}),
-                    res.compressed_tokens if kept else res.original_tokens,
+                    # in the project's token unit, whatever the compressor's model counts in
+                    count_tokens(res.text if kept else turn.text),
                     new_session=self._starts_session(turn),
                 )
                 self._sensory.append(item)
@@ -163,7 +169,8 @@ class WriteBuffer:
         if not force and self.stm_threshold and self.stm_token_count < self.stm_threshold:
             return []
         batch = [[h.turn for h in seg] for seg in self._stm]
-        facts = self._extractor.extract(batch)
+        facts = self._extractor.extract(batch, previous=self._recent)
         # Cleared only after the extractor returned: an exception leaves the batch pending.
         self._stm = []
+        self._recent = [*self._recent, *(t for seg in batch for t in seg)][-RECENT_TURNS:]
         return facts

@@ -203,8 +203,9 @@ Batch = Sequence[Sequence[BufferedTurn]]
 
 @runtime_checkable
 class Extractor(Protocol):
-    def extract(self, batch: Batch) -> list[ExtractedFact]:
-        """Facts for every informative turn of ``batch`` (a list of topic segments)."""
+    def extract(self, batch: Batch, *, previous: Sequence[BufferedTurn] = ()) -> list[ExtractedFact]:
+        """Facts for every informative turn of ``batch`` (a list of topic segments); ``previous``
+        are the turns extracted just before it, oldest first, for context."""
 
 
 def fact_from_turns(text: str, turns: Sequence[BufferedTurn], *, method: Literal["llm", "rule"],
@@ -237,9 +238,11 @@ class RuleExtractor:
 
     Without an LLM there is no coreference resolution, and a reply ("His name is Biscuit.") says
     little on its own. So, as in SimpleMem's sliding window, a memory also carries the
-    ``context_turns`` turns before it in the same topic segment (at most ``CONTEXT_WORDS`` words
-    each) and cites them too: its text contains them, so the citation is honest. ``0`` stores the
-    turn alone.
+    ``context_turns`` turns before it in the same session (at most ``CONTEXT_WORDS`` words each) and
+    cites them too: its text contains them, so the citation is honest. ``previous`` gives the turns
+    extracted just before this batch, so buffering never cuts a turn from its context. Topic
+    segments are not a limit: on LoCoMo, cutting context at the segmenter's boundaries lost more
+    evidence than it saved. ``0`` stores each turn alone.
     """
 
     def __init__(self, *, context_turns: int = 0) -> None:
@@ -247,21 +250,29 @@ class RuleExtractor:
             raise ValueError("context_turns must be >= 0")
         self.context_turns = context_turns
 
-    def extract(self, batch: Batch) -> list[ExtractedFact]:
-        return [self._extract(segment, i) for segment in batch for i in range(len(segment))]
+    def extract(self, batch: Batch, *, previous: Sequence[BufferedTurn] = ()) -> list[ExtractedFact]:
+        turns = [t for segment in batch for t in segment]
+        context = list(previous)[-self.context_turns:] if self.context_turns else []
+        flat = [*context, *turns]
+        offset = len(flat) - len(turns)
+        return [self._extract(flat, offset + i) for i in range(len(turns))]
 
     def extract_turn(self, turn: BufferedTurn) -> ExtractedFact:
         return self._extract([turn], 0)
 
-    def _extract(self, segment: Sequence[BufferedTurn], i: int) -> ExtractedFact:
-        turn = segment[i]
-        context = list(segment[max(0, i - self.context_turns):i])
+    def _extract(self, flat: Sequence[BufferedTurn], i: int) -> ExtractedFact:
+        turn = flat[i]
+        context: list[BufferedTurn] = []
+        for prev in reversed(flat[max(0, i - self.context_turns):i]):
+            if prev.session_id != turn.session_id:
+                break
+            context.insert(0, prev)
         lines = [f"{c.speaker}: {_clip(_normalised(c), CONTEXT_WORDS)}" for c in context]
         lines.append(f"{turn.speaker}: {_normalised(turn)}")
         salience = FILLER_SALIENCE if is_filler(turn.text) else DEFAULT_SALIENCE
         fact = fact_from_turns("\n".join(lines), [*context, turn], method="rule", salience=salience)
-        if context:  # the memory is the turn's: its speaker, not the context's
-            fact = fact.model_copy(update={"speaker_name": turn.speaker})
+        if context:  # the memory is the turn's: its speaker, its time and topic, not the context's
+            fact = fact.model_copy(update={"speaker_name": turn.speaker, "topic_id": turn.topic_id})
         return fact
 
 
@@ -317,10 +328,11 @@ class LLMExtractor:
         self._max_prompt_tokens = max_prompt_tokens
         self._max_tokens = max_tokens
 
-    def extract(self, batch: Batch) -> list[ExtractedFact]:
+    def extract(self, batch: Batch, *, previous: Sequence[BufferedTurn] = ()) -> list[ExtractedFact]:
         facts: list[ExtractedFact] = []
         for chunk in self._chunks(batch):
-            facts.extend(self._extract_chunk(chunk))
+            facts.extend(self._extract_chunk(chunk, previous))
+            previous = [t for _, block in chunk for t in block]
         return facts
 
     def _chunks(self, batch: Batch) -> list[list[tuple[int, list[BufferedTurn]]]]:
@@ -345,7 +357,8 @@ class LLMExtractor:
             chunks.append(current)
         return chunks
 
-    def _extract_chunk(self, blocks: list[tuple[int, list[BufferedTurn]]]) -> list[ExtractedFact]:
+    def _extract_chunk(self, blocks: list[tuple[int, list[BufferedTurn]]],
+                       previous: Sequence[BufferedTurn]) -> list[ExtractedFact]:
         turns = [t for _, block in blocks for t in block]
         lines: list[tuple[int, list[str]]] = []
         sid = 0
@@ -362,7 +375,7 @@ class LLMExtractor:
             logger.warning("extraction LLM failed for %d turns, using rule extraction: %s",
                            len(turns), exc)
             self._llm.usage.record("llm", STAGE, calls=0, fallbacks=1)
-            return [self._fallback.extract_turn(t) for t in turns]
+            return self._fallback.extract([turns], previous=previous)
         return self._map_facts(out, turns)
 
     def _map_facts(self, out: ExtractionOutput, turns: list[BufferedTurn]) -> list[ExtractedFact]:

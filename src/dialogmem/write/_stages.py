@@ -23,14 +23,13 @@ class WriteStages:
     segmenter: Segmenter
     extractor: Extractor
     embedder: Embedder
-    settings: WriteSettings
+    sensory_tokens: int
     stm_threshold: int
 
     def new_buffer(self) -> WriteBuffer:
         return WriteBuffer(
             self.compressor, self.segmenter, self.extractor,
-            sensory_tokens=self.settings.sensory_tokens, stm_threshold=self.stm_threshold,
-            embed_fn=self._embed,
+            sensory_tokens=self.sensory_tokens, stm_threshold=self.stm_threshold, embed_fn=self._embed,
         )
 
     def _embed(self, texts: list[str]) -> np.ndarray:
@@ -44,13 +43,18 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
         if settings.compressor_model:
             opts["model_path"] = settings.compressor_model
     compressor = make_compressor(settings.compressor, **opts)
-    segmenter = make_segmenter(settings.segmenter)
     rules = RuleExtractor(context_turns=settings.context_turns)
     if settings.extractor == "llm" and not llm.available:
         raise ConfigError("write.extractor = 'llm' needs an LLM: set llm.backend (DIALOGMEM_LLM__BACKEND)")
     use_llm = settings.extractor == "llm" or (settings.extractor == "auto" and llm.available)
     extractor: Extractor = LLMExtractor(llm, fallback=rules) if use_llm else rules
+    segmenter_name = settings.segmenter
+    if segmenter_name == "auto":
+        segmenter_name = "attention" if use_llm else "none"
+    sensory = settings.sensory_tokens
+    if sensory is None:
+        sensory = 512 if use_llm else 0
     threshold = settings.stm_threshold
     if threshold is None:
         threshold = 512 if use_llm else 0
-    return WriteStages(compressor, segmenter, extractor, embedder, settings, threshold)
+    return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder, sensory, threshold)
