@@ -53,3 +53,11 @@ def test_public_all_is_exactly_the_public_names() -> None:
     assert set(dialogmem.__all__) - {"__version__"} == public - modules
     assert issubclass(dialogmem.NotFoundError, dialogmem.DialogmemError)
     assert not issubclass(dialogmem.DialogmemError, MemoryError)
+
+
+def test_failed_open_releases_the_store(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="needs an LLM"):
+        Memory(data_dir=tmp_path / "s", write={"extractor": "llm"})  # fails after journal and index opened
+    with Memory(data_dir=tmp_path / "s") as mem:  # nothing left locked or half-open
+        mem.add("still works", "u", flush=True)
+        assert mem.stats("u")["counts"]["memories"] == 1

@@ -126,3 +126,26 @@ def test_role_is_speaker_without_name(mem: Any) -> None:
              {"role": "assistant", "content": "Noted, genmaicha it is."}], "u", flush=True)
     speakers = {r.speaker_name for r in mem.get_all("u")}
     assert speakers == {"user", "assistant"}
+
+
+def test_llm_free_end_to_end_add_flush_sleep_search(mem: Any, sample_data: dict[str, Any]) -> None:
+    ingest_sample(mem, sample_data, "alice")
+    # the same exchange delivered again under new ids (a client retry): its memories repeat old ones
+    mem.add([{"content": "No way, congratulations! What's the dog's name?", "name": "Tom", "id": "dup1"},
+             {"content": "His name is Biscuit. He's a three-year-old beagle mix from the Harbor Street shelter.",
+              "name": "Maya", "id": "dup2"}], "alice", session_id="retry", timestamp="2023-03-05T09:00:00",
+            flush=True)
+    report = mem.sleep("alice")
+    assert report.new_entries >= 37 and report.llm_calls == 0  # LLM-free: rules only
+    assert report.merged >= 1  # the repeated sentence was merged into its older twin
+    assert mem.sleep("alice").new_entries == 0  # incremental: nothing new, nothing to do
+    planted = {  # question -> the messages that answer it
+        "What is the name of Maya's dog?": {"D1:3"},
+        "Which hospital does Maya work at?": {"D1:5", "D3:9"},
+        "What allergy does Maya have?": {"D2:4"},
+        "Who teaches Maya the cello?": {"D2:8"},
+        "What was Tom's half marathon time?": {"D4:2"},
+    }
+    for question, answers in planted.items():
+        cited = {s for h in mem.search(question, "alice", limit=5).hits for s in h.source_turn_ids}
+        assert answers & cited, question

@@ -119,6 +119,10 @@ class Memory:
         try:
             self._open(data_dir)
         except BaseException:
+            # undo what was opened before the failure, so the store can be opened again at once
+            for part in ("_index", "_journal"):
+                if hasattr(self, part):
+                    getattr(self, part).close()
             self._store_lock.release()
             raise
 

@@ -20,6 +20,8 @@ WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _LOCOMO = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I
 )
+# LongMemEval's haystack dates: "2023/05/20 (Sat) 02:21"
+_SLASHED = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]{3}\))?\s*(\d{1,2}):(\d{2})\s*$")
 _MONTHS = {m: i for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
 # Only absolute forms: a message timestamp of "yesterday" would silently depend on the wall clock.
@@ -74,6 +76,12 @@ def _parse_string(text: str) -> datetime:
                 return datetime(int(year), mon, int(day), h, int(minute))
             except ValueError as exc:
                 raise InputError(f"invalid timestamp: {text!r}") from exc
+    m = _SLASHED.match(s)
+    if m:
+        try:
+            return datetime(*(int(g) for g in m.groups()))
+        except ValueError as exc:
+            raise InputError(f"invalid timestamp: {text!r}") from exc
     parsed = dateparser.parse(s, languages=["en"], settings=_DATEPARSER_SETTINGS)
     if parsed is None:
         raise InputError(f"invalid timestamp: {text!r}")

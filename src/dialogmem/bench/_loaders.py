@@ -19,20 +19,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .._errors import InputError
+from .._timeparse import parse_timestamp
 
 logger = logging.getLogger(__name__)
 
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ADVERSARIAL = "adversarial"
 
-_MONTHS = {m: i for i, m in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-     "october", "november", "december"], start=1)}
-# "1:56 pm on 8 May, 2023"
-_LOCOMO_TIME = re.compile(
-    r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I)
-# "2023/05/20 (Sat) 02:21"
-_LME_TIME = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]+\))?\s*(\d{1,2}):(\d{2})\s*$")
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DIA_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 _EVIDENCE_SEPARATORS = re.compile(r"[\s;,]+")
@@ -106,30 +99,20 @@ class BenchDataset(BaseModel):
 
 
 def parse_locomo_time(text: str) -> datetime | None:
-    """``"1:56 pm on 8 May, 2023"`` → datetime; None when the text has another shape."""
-    m = _LOCOMO_TIME.match(text or "")
-    if not m:
-        return None
-    hour, minute, half, day, month_name, year = m.groups()
-    month = _MONTHS.get(month_name.lower())
-    if month is None:
-        return None
-    h = int(hour) % 12 + (12 if half.lower() == "p" else 0)
-    try:
-        return datetime(int(year), month, int(day), h, int(minute))
-    except ValueError:
-        return None
+    """``"1:56 pm on 8 May, 2023"`` → datetime; None when the text is not a date-time."""
+    return _parse_or_none(text)
 
 
 def parse_longmemeval_time(text: str) -> datetime | None:
-    """``"2023/05/20 (Sat) 02:21"`` → datetime; None when the text has another shape."""
-    m = _LME_TIME.match(text or "")
-    if not m:
-        return None
-    y, mo, d, h, mi = (int(g) for g in m.groups())
+    """``"2023/05/20 (Sat) 02:21"`` → datetime; None when the text is not a date-time."""
+    return _parse_or_none(text)
+
+
+def _parse_or_none(text: str) -> datetime | None:
+    # the same parser Memory.add applies to message timestamps, so the bench feeds what it checked
     try:
-        return datetime(y, mo, d, h, mi)
-    except ValueError:
+        return parse_timestamp(text)
+    except InputError:
         return None
 
 
