@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_store import records, unit_vectors  # noqa: E402 - the same synthetic data as the index bench
+from bench_store import records, unit_vectors
 
-from dialogmem import Memory  # noqa: E402
-from dialogmem.store import IndexPoint  # noqa: E402
+from dialogmem import Memory
+from dialogmem.store import IndexPoint
 
 QUERIES = [
     "What did Caroline talk about last week?", "When did Melanie visit the beach house?",
