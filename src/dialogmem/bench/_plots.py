@@ -6,6 +6,7 @@ state is touched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,24 @@ def _figure(width: float, height: float) -> Any:
 
 def plot_recall(results: dict[str, Any], path: Path) -> Path | None:
     """Overall recall@k for every system with retrieval; None when no system has any."""
+    ks = results["run"]["ks"]
+    return _plot_curves(results, path, lambda s: [float(k) for k in ks], "k (hits)", "recall@k", xticks=ks)
+
+
+def plot_recall_vs_tokens(results: dict[str, Any], path: Path) -> Path | None:
+    """Recall@k against the context tokens the k hits cost: the comparison at equal budget, since
+    systems whose hits are longer buy recall with tokens."""
+    ks = [str(k) for k in results["run"]["ks"]]
+
+    def tokens(s: dict[str, Any]) -> list[float]:
+        at = s["latency"].get("context_tokens_at", {})
+        return [at.get(k) if at.get(k) is not None else float("nan") for k in ks]
+
+    return _plot_curves(results, path, tokens, "context tokens per query (mean)", "recall vs context size")
+
+
+def _plot_curves(results: dict[str, Any], path: Path, x_of: Callable[[dict[str, Any]], list[float]],
+                 xlabel: str, title: str, *, xticks: list[int] | None = None) -> Path | None:
     from ._report import OVERALL, primary_metric
 
     metric = primary_metric(results)
@@ -35,18 +54,19 @@ def plot_recall(results: dict[str, Any], path: Path) -> Path | None:
     for name, s in results["systems"].items():
         overall = s["retrieval"].get(metric, {}).get(OVERALL)
         if overall and any(overall.get(str(k)) is not None for k in ks):
-            curves[name] = [overall.get(str(k)) for k in ks]
+            curves[name] = (x_of(s), [overall.get(str(k)) for k in ks])
     if not curves:
         return None
     fig = _figure(6.0, 4.0)
     ax = fig.add_subplot(1, 1, 1)
-    for name, values in curves.items():
-        ax.plot(ks, [v if v is not None else float("nan") for v in values], marker="o", label=name)
-    ax.set_xlabel("k (hits)")
+    for name, (xs, values) in curves.items():
+        ax.plot(xs, [v if v is not None else float("nan") for v in values], marker="o", label=name)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(f"{metric} recall (overall)")
-    ax.set_title(f"{results['run']['dataset']}: recall@k")
+    ax.set_title(f"{results['run']['dataset']}: {title}")
     ax.set_ylim(0.0, 1.0)
-    ax.set_xticks(ks)
+    if xticks:
+        ax.set_xticks(xticks)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()

@@ -147,9 +147,10 @@ def write_report(results: dict[str, Any], out: Path) -> dict[str, Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": out / "results.json", "report": out / "report.md"}
-    from ._plots import plot_cost, plot_recall
+    from ._plots import plot_cost, plot_recall, plot_recall_vs_tokens
 
     plots = {"recall": plot_recall(results, out / "recall_at_k.png"),
+             "recall vs context tokens": plot_recall_vs_tokens(results, out / "recall_vs_tokens.png"),
              "cost": plot_cost(results, out / "cost.png")}
     paths.update({k: v for k, v in plots.items() if v is not None})
     atomic_write(paths["results"], json.dumps(results, indent=2, sort_keys=False, default=str) + "\n")
