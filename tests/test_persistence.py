@@ -83,3 +83,20 @@ def test_pending_turns_survive_close(tmp_path: Path) -> None:
         assert mem.stats("u")["counts"]["pending_turns"] == 1
         stored = mem.flush("u")
         assert [h.source_turn_ids for h in stored] == [["p1"]]
+
+
+def test_replay_after_crash_between_index_and_journal_makes_no_duplicates(tmp_path: Path) -> None:
+    """A crash after a memory reached the index but before its turn was marked processed: the turn
+    is replayed at the next open, with the same context, so it rewrites the same memory."""
+    data_dir = tmp_path / "store"
+    with Memory(data_dir=data_dir) as mem:
+        mem.add([{"content": "What's the dog's name?", "name": "Tom", "id": "c1"},
+                 {"content": "His name is Biscuit.", "name": "Maya", "id": "c2"}],
+                "u", session_id="s", timestamp="2023-03-04T18:00:00", flush=True)
+        before = {r.id: r.memory for r in mem.get_all("u")}
+        mem._journal._db.execute("UPDATE turns SET processed=0 WHERE id='c2'")  # as if killed in between
+    with Memory(data_dir=data_dir) as mem:
+        mem.flush("u")
+        after = {r.id: r.memory for r in mem.get_all("u")}
+        assert after == before
+        assert len(mem.history(next(iter(before)), "u")) == 1  # no second ADD row either

@@ -226,6 +226,14 @@ class Journal:
             params.append(limit)
         return [self._turn(r) for r in self._query(sql, params)]
 
+    def turns_before(self, user_id: str, seq: int, limit: int) -> list[Turn]:
+        """The ``limit`` turns of this user just before ``seq``, oldest first."""
+        rows = self._query(
+            "SELECT * FROM (SELECT * FROM turns WHERE user_id=? AND seq<? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+            (user_id, seq, limit),
+        )
+        return [self._turn(r) for r in rows]
+
     def pending_users(self) -> list[str]:
         return [r[0] for r in self._query("SELECT DISTINCT user_id FROM turns WHERE processed=0")]
 

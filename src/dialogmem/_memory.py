@@ -40,7 +40,7 @@ from ._usage import StageUsage, UsageTracker
 from .models import LLMClient, make_embedder, make_llm
 from .read import Answer, Answerer, ReadPipeline, make_planner, make_selector
 from .store import IndexFilter, IndexPoint, open_index
-from .write import BufferedTurn, ExtractedFact, WriteBuffer, make_write_stages
+from .write import RECENT_TURNS, BufferedTurn, ExtractedFact, WriteBuffer, make_write_stages
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +329,8 @@ class Memory:
             self._remember_speakers(user_id, turns)
             for t in turns:
                 self._inflight.setdefault(user_id, {})[t.id] = t
+            earlier = self._journal.turns_before(user_id, turns[0].seq, RECENT_TURNS)
+            self._buffer(user_id).seed_context([self._buffered(t) for t in earlier])
             facts = self._buffer(user_id).push([self._buffered(t) for t in turns])
             self._store_facts(user_id, facts)
 

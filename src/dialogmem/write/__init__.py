@@ -1,6 +1,6 @@
 """The write path: pre-compression, topic segmentation, STM buffer, extraction, time normalisation."""
 
-from ._buffer import WriteBuffer
+from ._buffer import RECENT_TURNS, WriteBuffer
 from ._compress import (
     Compressor,
     CompressResult,
@@ -16,6 +16,7 @@ from ._timenorm import absolutize
 from ._tokens import count_tokens
 
 __all__ = [
+    "RECENT_TURNS",
     "BufferedTurn",
     "CompressResult",
     "Compressor",

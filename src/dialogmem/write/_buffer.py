@@ -98,6 +98,12 @@ class WriteBuffer:
                 self._segment(final=True)
             return self._extract(force=True)
 
+    def seed_context(self, turns: Sequence[BufferedTurn]) -> None:
+        """The turns extracted before this buffer existed (oldest first), so that turns replayed
+        after a restart get the same context, hence the same memories, as they would have before."""
+        with self._lock:
+            self._recent = list(turns)[-RECENT_TURNS:]
+
     def pending_turn_ids(self) -> list[str]:
         """Ids of turns not yet turned into facts, oldest first."""
         with self._lock:
