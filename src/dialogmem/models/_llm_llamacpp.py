@@ -41,6 +41,7 @@ class LlamaCppLLM(BaseLLM):
         backoff_s: float = 0.0,
         temperature: float = 0.0,
         max_tokens: int = 1024,
+        repeat_penalty: float = 1.1,
     ) -> None:
         super().__init__(usage=usage, max_retries=max_retries, backoff_s=backoff_s,
                          temperature=temperature, max_tokens=max_tokens, timeout_s=timeout_s)
@@ -48,6 +49,8 @@ class LlamaCppLLM(BaseLLM):
         if not self.model_path.is_file():
             raise ConfigError(f"llm.model_path does not name a GGUF file: {self.model_path}")
         self.n_ctx = n_ctx
+        # small local models loop on one line of a long JSON list without a mild penalty
+        self.repeat_penalty = repeat_penalty
         self.n_threads = n_threads or max(1, min(os.cpu_count() or 1, 8))
         self._llama: Any = None
         # llama.cpp contexts are not thread-safe: one lock covers loading and every call.
@@ -69,7 +72,7 @@ class LlamaCppLLM(BaseLLM):
         return self._llama
 
     def _chat(self, request: ChatRequest) -> ChatReply:
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"repeat_penalty": self.repeat_penalty}
         messages = request.messages
         if request.json_schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}

@@ -36,7 +36,6 @@ of numbers when a fact combines several lines.
 
 Answer with JSON only, in this shape:
 {"data": [{"source_id": 0, "fact": "..."}]}
-Answer {"data": []} when no line is informative.
 
 Example.
 Input:

@@ -381,11 +381,16 @@ class LLMExtractor:
     def _map_facts(self, out: ExtractionOutput, turns: list[BufferedTurn]) -> list[ExtractedFact]:
         ranked: list[tuple[int, int, ExtractedFact]] = []
         covered: set[int] = set()
+        seen: set[tuple[tuple[int, ...], str]] = set()
         for order, item in enumerate(out.data):
             text = " ".join(item.fact.split())
             if not text:
                 continue
             ids = self._attribute(item, text, turns)
+            key = (tuple(ids), text.casefold())
+            if key in seen:  # small models loop; a repeated fact is the same memory
+                continue
+            seen.add(key)
             if not ids:
                 logger.warning("extraction: dropped a fact with no usable source id: %r", text[:120])
                 continue
