@@ -104,3 +104,13 @@ def test_longmemeval_selection_and_limit(tmp_path: Path) -> None:
     bad.write_text(json.dumps([item]), encoding="utf-8")
     with pytest.raises(InputError, match="differ in length"):
         load_longmemeval(bad)
+
+
+def test_locomo_limit_keeps_the_first_questions_and_every_turn(tmp_path: Path) -> None:
+    from dialogmem.bench._runner import BenchSpec, load_dataset
+
+    full = load_locomo(LOCOMO)
+    limited = load_dataset(BenchSpec(dataset="locomo", data=LOCOMO, out=tmp_path, limit=1))
+    for whole, part in zip(full.conversations, limited.conversations, strict=True):
+        assert [q.id for q in part.questions] == [q.id for q in whole.questions[:1]]
+        assert part.turns() == whole.turns()  # the whole conversation is still ingested

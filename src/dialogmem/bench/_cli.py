@@ -135,10 +135,11 @@ def locomo(
     mode: str = _MODE, llm: str = _LLM, llm_base_url: str = _BASE_URL, k: str = _K, systems: str = _SYSTEMS,
     config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
     quiet: bool = _QUIET,
+    limit: int = typer.Option(None, "--limit", help="only the first N questions of each conversation"),
 ) -> None:
     """LoCoMo: evidence recall@k per category; with an LLM, F1, BLEU-1 and judge accuracy."""
     logging.basicConfig(level=logging.WARNING)
-    _run("locomo", data=data, out=out, conversations=conversations, mode=mode, llm=llm,
+    _run("locomo", data=data, out=out, conversations=conversations, limit=limit, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
          fresh=fresh, quiet=quiet)
 

@@ -41,7 +41,7 @@ class BenchSpec(BaseModel):
     data: Path
     out: Path
     conversations: list[str] | None = None  # LoCoMo sample_ids / LongMemEval question_ids
-    limit: int | None = None  # LongMemEval: the first N questions
+    limit: int | None = None  # LongMemEval: the first N questions; LoCoMo: per conversation
     mode: Literal["llm-free", "llm"] = "llm-free"
     ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])
     systems: list[str] | None = None  # None: all that the mode supports
@@ -91,7 +91,11 @@ ProgressCallback = Callable[[Progress], None]
 
 def load_dataset(spec: BenchSpec) -> BenchDataset:
     if spec.dataset == "locomo":
-        return load_locomo(spec.data, spec.conversations)
+        dataset = load_locomo(spec.data, spec.conversations)
+        if spec.limit is not None:  # a smaller QA run: the whole conversation is still ingested
+            for conv in dataset.conversations:
+                conv.questions = conv.questions[:spec.limit]
+        return dataset
     return load_longmemeval(spec.data, spec.conversations, limit=spec.limit)
 
 
