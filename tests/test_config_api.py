@@ -61,3 +61,12 @@ def test_failed_open_releases_the_store(tmp_path: Path) -> None:
     with Memory(data_dir=tmp_path / "s") as mem:  # nothing left locked or half-open
         mem.add("still works", "u", flush=True)
         assert mem.stats("u")["counts"]["memories"] == 1
+
+
+def test_embedder_settings_that_cannot_be_honoured_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="all-MiniLM-L6-v2"):
+        Memory(data_dir=tmp_path / "a", embedder={"model": "bge-large"})
+    with pytest.raises(ConfigError, match="384"):
+        Memory(data_dir=tmp_path / "b", embedder={"dim": 768})
+    with pytest.raises(ConfigError, match=r"embedder\.model is required"):
+        Memory(data_dir=tmp_path / "c", embedder={"backend": "openai"})

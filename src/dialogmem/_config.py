@@ -34,10 +34,10 @@ class StoreConfig(_Section):
 class EmbedderConfig(_Section):
     backend: Literal["local", "openai"] = "local"
     engine: Literal["auto", "onnx", "torch"] = "auto"  # local only
-    model: str = "all-MiniLM-L6-v2"
+    model: str | None = None  # local: all-MiniLM-L6-v2 (the one shipped); openai: required
     base_url: str | None = None
     api_key: str | None = None
-    dim: int = 384
+    dim: int = 384  # must match the model; it sizes the index
     batch_size: int = 64
 
 

@@ -32,7 +32,6 @@ class WriteSettings(_Section):
 class ReadSettings(_Section):
     planner: Literal["auto", "llm", "rules"] = "rules"
     selector: Literal["auto", "llm", "rules"] = "rules"
-    default_limit: int = Field(10, ge=1, le=200)
     track_access: bool = True
 
 

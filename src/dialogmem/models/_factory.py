@@ -10,6 +10,9 @@ from ._embed_base import Embedder
 from ._llm import NoLLM
 from ._llm_base import LLMClient
 
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+LOCAL_DIM = 384
+
 
 def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
     """The one client every stage shares; ``backend="none"`` gives ``NoLLM``."""
@@ -41,8 +44,14 @@ def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
 def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Embedder:
     """The configured embedder; an unknown or uninstalled backend is a ``ConfigError``."""
     if cfg.backend == "local":
+        if cfg.model not in (None, LOCAL_MODEL) or cfg.dim != LOCAL_DIM:
+            raise ConfigError(f"the local embedder is {LOCAL_MODEL} ({LOCAL_DIM}-d); for another model use "
+                              "embedder.backend=openai with an OpenAI-compatible embeddings server")
         return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage)
     if cfg.backend == "openai":
+        if not cfg.model:
+            raise ConfigError("embedder.model is required for embedder.backend=openai "
+                              "(and embedder.dim must be its vector size)")
         return OpenAIEmbedder(model=cfg.model,
                               base_url=cfg.base_url, api_key=cfg.api_key, dim=cfg.dim,
                               batch_size=cfg.batch_size, usage=usage)
