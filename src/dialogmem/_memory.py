@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from ._config import Config
 from ._errors import ConfigError, InputError, NotFoundError, StoreError
+from ._input import check_id, check_text, to_turns
 from ._journal import Journal
 from ._settings import ReadSettings, SleepSettings, WriteSettings
 from ._sleeptime import SleepReport, SleepRunner
@@ -45,26 +46,6 @@ from .write import RECENT_TURNS, BufferedTurn, ExtractedFact, WriteBuffer, make_
 log = logging.getLogger(__name__)
 
 _MEMORY_NS = uuid.UUID("5b0c1f8e-3d7a-4c55-9a63-d1a1e0c0ffee")
-_MAX_ID_LEN = 256
-_CAPTION_KEYS = ("image_caption", "blip_caption", "caption")
-
-
-def _check_id(kind: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InputError(f"{kind} must be a non-empty string")
-    if len(value) > _MAX_ID_LEN or any(ord(c) < 32 for c in value):
-        raise InputError(f"{kind} must be at most {_MAX_ID_LEN} printable characters")
-    _check_text(kind, value)
-    return value
-
-
-def _check_text(what: str, text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(f"{what} is not valid Unicode (lone surrogate at position {exc.start})") from exc
-
-
 def memory_id(user_id: str, source_turn_ids: Sequence[str], fact: str) -> str:
     """Deterministic, so replaying turns after a crash rewrites the same memories instead of copies."""
     return str(uuid.uuid5(_MEMORY_NS, "\x1f".join([user_id, *source_turn_ids, fact])))
@@ -210,12 +191,14 @@ class Memory:
         in ``pending_turns`` (``flush=True`` or :meth:`flush` processes them now).
         """
         self._check_open()
-        _check_id("user_id", user_id)
+        check_id("user_id", user_id)
         if session_id is not None:
-            _check_id("session_id", session_id)
+            check_id("session_id", session_id)
         if agent_id is not None:
-            _check_id("agent_id", agent_id)
-        turns = self._to_turns(messages, user_id, session_id, timestamp, metadata or {}, agent_id)
+            check_id("agent_id", agent_id)
+        turns = to_turns(messages, user_id, session_id=session_id, timestamp=timestamp,
+                         metadata=metadata or {}, agent_id=agent_id,
+                         max_chars=self._write_cfg.max_turn_chars)
         with self._lock:
             accepted = self._journal.append_turns(turns)
             self._remember_speakers(user_id, accepted)
@@ -234,72 +217,12 @@ class Memory:
         self._check_open()
         stored: list[SearchHit] = []
         with self._lock:
-            users = [_check_id("user_id", user_id)] if user_id is not None else list(self._buffers)
+            users = [check_id("user_id", user_id)] if user_id is not None else list(self._buffers)
             for uid in users:
                 if uid in self._buffers:
                     stored += self._store_facts(uid, self._buffers[uid].flush())
             self._persist_usage()
         return stored
-
-    def _to_turns(self, messages: Any, user_id: str, session_id: str | None,
-                  timestamp: str | float | datetime | None, metadata: dict[str, Any],
-                  agent_id: str | None) -> list[Turn]:
-        if isinstance(messages, str | dict | Message):
-            messages = [messages]
-        if not isinstance(messages, Sequence) or len(messages) == 0:
-            raise InputError("messages must be a non-empty list of messages")
-        default_dt = parse_timestamp(timestamp) if timestamp is not None else None
-        turns: list[Turn] = []
-        for i, raw in enumerate(messages):
-            msg = self._to_message(i, raw)
-            text = msg.content
-            caption = next((msg.metadata[k] for k in _CAPTION_KEYS if msg.metadata.get(k)), None)
-            if caption:
-                text = f"{text} [image: {caption}]"
-            if not text.strip():
-                raise InputError(f"message {i}: empty content")
-            _check_text(f"message {i} content", text)
-            if len(text) > self._write_cfg.max_turn_chars:
-                raise InputError(
-                    f"message {i}: {len(text)} characters exceeds write.max_turn_chars "
-                    f"({self._write_cfg.max_turn_chars})"
-                )
-            speaker = msg.name or msg.role or "user"
-            _check_text(f"message {i} speaker", speaker)
-            if msg.id is not None:
-                _check_id(f"message {i} id", msg.id)
-            try:
-                dt = parse_timestamp(msg.timestamp) if msg.timestamp is not None else default_dt
-            except InputError as exc:
-                raise InputError(f"message {i}: {exc}") from exc
-            dt = dt or datetime.now().replace(microsecond=0)
-            iso, ts, weekday = to_fields(dt)
-            turns.append(Turn(
-                id=msg.id or f"t-{uuid.uuid4().hex}",
-                user_id=user_id, agent_id=agent_id, session_id=session_id,
-                speaker=speaker.strip() or "user", role=msg.role, content=text,
-                time_stamp=iso, float_time_stamp=ts, weekday=weekday,
-                metadata={**metadata, **msg.metadata},
-            ))
-        ids = [t.id for t in turns]
-        if len(set(ids)) != len(ids):
-            raise InputError("duplicate message ids in one call")
-        return turns
-
-    @staticmethod
-    def _to_message(i: int, raw: Any) -> Message:
-        if isinstance(raw, Message):
-            return raw
-        if isinstance(raw, str):
-            return Message(content=raw)
-        if not isinstance(raw, dict):
-            raise InputError(f"message {i}: expected a dict with 'content', got {type(raw).__name__}")
-        try:
-            return Message.model_validate(raw)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"]) or "message"
-            raise InputError(f"message {i}: {where}: {err['msg']}") from exc
 
     def _remember_speakers(self, user_id: str, turns: Iterable[Turn]) -> None:
         known = self._speakers.setdefault(user_id, self._journal.speakers(user_id))
@@ -383,10 +306,10 @@ class Memory:
     ) -> SearchResult:
         """Plan, retrieve (one hybrid query per hypothetical query), select; hits cite their turns."""
         self._check_open()
-        _check_id("user_id", user_id)
+        check_id("user_id", user_id)
         if not isinstance(query, str) or not query.strip():
             raise InputError("query must be a non-empty string")
-        _check_text("query", query)
+        check_text("query", query)
         if limit is not None and not 1 <= limit <= 200:
             raise InputError("limit must be between 1 and 200")
         flt = self._filter(filters)
@@ -433,8 +356,8 @@ class Memory:
     # -- id-based verbs ---------------------------------------------------------------------
     def get(self, memory_id: str, user_id: str) -> MemoryRecord:
         self._check_open()
-        _check_id("user_id", user_id)
-        _check_id("memory_id", memory_id)
+        check_id("user_id", user_id)
+        check_id("memory_id", memory_id)
         got = self._index.retrieve([memory_id], user_id)
         if not got:
             raise NotFoundError(f"memory {memory_id} not found")
@@ -444,7 +367,7 @@ class Memory:
                 filters: IndexFilter | dict[str, Any] | None = None) -> list[MemoryRecord]:
         """This user's memories ordered by id, ``limit`` at a time (pass the last id as ``offset``)."""
         self._check_open()
-        _check_id("user_id", user_id)
+        check_id("user_id", user_id)
         if not 1 <= limit <= 10_000:
             raise InputError("limit must be between 1 and 10000")
         if offset is None:
@@ -461,7 +384,7 @@ class Memory:
         self._check_open()
         if not isinstance(text, str) or not text.strip():
             raise InputError("text must be a non-empty string")
-        _check_text("text", text)
+        check_text("text", text)
         with self._lock:
             old = self.get(memory_id, user_id)
             new = self._write_record(old, {"memory": text}, actor=actor)
@@ -495,8 +418,8 @@ class Memory:
 
     def history(self, memory_id: str, user_id: str) -> list[HistoryEntry]:
         self._check_open()
-        _check_id("user_id", user_id)
-        _check_id("memory_id", memory_id)
+        check_id("user_id", user_id)
+        check_id("memory_id", memory_id)
         rows = self._journal.history(memory_id, user_id)
         if not rows:
             raise NotFoundError(f"memory {memory_id} not found")
@@ -505,7 +428,7 @@ class Memory:
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Remove every record, vector and journal row of this user."""
         self._check_open()
-        _check_id("user_id", user_id)
+        check_id("user_id", user_id)
         with self._lock:
             self._buffers.pop(user_id, None)
             self._inflight.pop(user_id, None)
@@ -520,7 +443,7 @@ class Memory:
         """Offline update: reconcile entries added since the last sleep with their older neighbours."""
         self._check_open()
         if user_id is not None:
-            _check_id("user_id", user_id)
+            check_id("user_id", user_id)
         with self._lock:
             report = self._sleeper.run(self._journal.sleep_pending(user_id))
             self._persist_usage()
@@ -535,7 +458,7 @@ class Memory:
         self._check_open()
         out = self.usage.snapshot()
         if user_id is not None:
-            _check_id("user_id", user_id)
+            check_id("user_id", user_id)
             pending = len(self._buffers[user_id].pending_turn_ids()) if user_id in self._buffers else 0
             out["counts"] = {
                 "memories": self._index.count(user_id),
