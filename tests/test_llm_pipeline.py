@@ -123,6 +123,7 @@ def test_answer_cites_only_returned_ids(mem: Memory) -> None:
     hit_ids = {h.id for h in mem.search("Where does Tom live?", "ans").hits}
     assert answer.text == "Seattle"
     assert answer.memory_ids and set(answer.memory_ids) <= hit_ids  # the bogus index 99 is dropped
+    assert answer.context_tokens > 0
 
 
 def test_answer_without_llm_names_the_config(make_memory: Any) -> None:

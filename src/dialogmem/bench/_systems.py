@@ -164,7 +164,7 @@ class DialogmemSystem:
         reply = self._mem.answer(question.question, self._conv.scope,
                                  reference_time=question_time(self._conv, question))
         latency = (time.perf_counter() - started) * 1000
-        return AnswerOutcome(text=str(reply.text), latency_ms=latency)
+        return AnswerOutcome(text=str(reply.text), latency_ms=latency, context_tokens=reply.context_tokens)
 
     def query_usage(self) -> dict[str, int]:
         """LLM calls and tokens spent since ingest ended (planning, selection, answering)."""

@@ -17,6 +17,7 @@ from .._errors import LLMUnavailableError
 from .._types import SearchHit
 from ..models._llm_base import LLMClient
 from ..prompts import answer as answer_prompt
+from ..write._tokens import count_tokens
 
 
 class AnswerOutput(BaseModel):
@@ -31,6 +32,7 @@ class Answer(BaseModel):
 
     text: str
     memory_ids: list[str] = Field(default_factory=list)
+    context_tokens: int = 0  # size of the memories shown to the model (the project's token count)
 
 
 class Answerer:
@@ -53,4 +55,4 @@ class Answerer:
         for n in out.used_ids:
             if 1 <= n <= len(ordered) and ordered[n - 1].id not in ids:
                 ids.append(ordered[n - 1].id)
-        return Answer(text=out.answer.strip(), memory_ids=ids)
+        return Answer(text=out.answer.strip(), memory_ids=ids, context_tokens=count_tokens("\n".join(lines)))
