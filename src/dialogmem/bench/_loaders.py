@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -169,24 +169,8 @@ def _answer_text(value: Any) -> str:
 
 def load_locomo(path: str | Path, conversations: Sequence[str] | None = None) -> BenchDataset:
     """Read ``locomo10.json`` (or a subset of it); ``conversations`` picks sample_ids, in file order."""
-    path = Path(path)
-    data = _read_json(path)
-    if not isinstance(data, list):
-        raise InputError(f"{path}: expected a JSON list of LoCoMo samples")
-    wanted = set(conversations) if conversations else None
-    report = EvidenceReport()
-    convs: list[BenchConversation] = []
-    for sample in data:
-        sample_id = str(sample.get("sample_id", ""))
-        if wanted is not None and sample_id not in wanted:
-            continue
-        convs.append(_locomo_conversation(sample, report))
-    if wanted is not None:
-        missing = wanted - {c.id for c in convs}
-        if missing:
-            raise InputError(f"{path}: no conversation {', '.join(sorted(missing))}")
-    return BenchDataset(name="locomo", path=str(path), sha256=_sha256(path), conversations=convs,
-                        evidence=report)
+    return _load(path, "locomo", "LoCoMo samples", "conversation", "sample_id", conversations,
+                 _locomo_conversation)
 
 
 def _locomo_conversation(sample: dict[str, Any], report: EvidenceReport) -> BenchConversation:
@@ -235,26 +219,33 @@ def _locomo_conversation(sample: dict[str, Any], report: EvidenceReport) -> Benc
 def load_longmemeval(path: str | Path, questions: Sequence[str] | None = None,
                      limit: int | None = None) -> BenchDataset:
     """Read a LongMemEval file (a JSON list of questions, each with its own haystack)."""
+    return _load(path, "longmemeval", "LongMemEval questions", "question", "question_id", questions,
+                 _longmemeval_conversation, limit=limit)
+
+
+def _load(path: str | Path, name: str, listing: str, what: str, id_key: str, ids: Sequence[str] | None,
+          build: Callable[[dict[str, Any], EvidenceReport], BenchConversation], *,
+          limit: int | None = None) -> BenchDataset:
+    """The items of a JSON list whose ``id_key`` is in ``ids`` (all when None), in file order, at most
+    ``limit``; a requested id that is not there is an error unless a limit cut the list short."""
     path = Path(path)
     data = _read_json(path)
     if not isinstance(data, list):
-        raise InputError(f"{path}: expected a JSON list of LongMemEval questions")
-    wanted = set(questions) if questions else None
+        raise InputError(f"{path}: expected a JSON list of {listing}")
+    wanted = set(ids) if ids else None
     report = EvidenceReport()
     convs: list[BenchConversation] = []
     for item in data:
-        qid = str(item.get("question_id", ""))
-        if wanted is not None and qid not in wanted:
+        if wanted is not None and str(item.get(id_key, "")) not in wanted:
             continue
-        convs.append(_longmemeval_conversation(item, report))
+        convs.append(build(item, report))
         if limit is not None and len(convs) >= limit:
             break
-    if wanted is not None:
+    if wanted is not None and limit is None:
         missing = wanted - {c.id for c in convs}
-        if missing and limit is None:
-            raise InputError(f"{path}: no question {', '.join(sorted(missing))}")
-    return BenchDataset(name="longmemeval", path=str(path), sha256=_sha256(path), conversations=convs,
-                        evidence=report)
+        if missing:
+            raise InputError(f"{path}: no {what} {', '.join(sorted(missing))}")
+    return BenchDataset(name=name, path=str(path), sha256=_sha256(path), conversations=convs, evidence=report)
 
 
 def _longmemeval_conversation(item: dict[str, Any], report: EvidenceReport) -> BenchConversation:
