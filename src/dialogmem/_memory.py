@@ -329,8 +329,8 @@ class Memory:
     def answer(self, query: str, user_id: str, *, limit: int | None = None,
                reference_time: str | float | datetime | None = None) -> Answer:
         """Answer from this user's memories with the configured LLM; cites the memory ids it used."""
-        result = self.search(query, user_id, limit=limit, reference_time=reference_time)
         ref = parse_timestamp(reference_time) if reference_time is not None else None
+        result = self.search(query, user_id, limit=limit, reference_time=ref)
         return self._answerer.answer(query, result.hits, reference_time=ref)
 
     def _known_speakers(self, user_id: str) -> list[str]:
