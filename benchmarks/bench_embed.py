@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dialogmem.models import LocalEmbedder
+from dialogmem._models import LocalEmbedder
 
 _PEOPLE = ["Ana", "Ben", "Caroline", "Melanie", "Joanna", "Nate", "Priya", "Omar"]
 _VERBS = ["went to", "talked about", "is planning", "remembered", "painted", "cooked", "visited",

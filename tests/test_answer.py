@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import pytest
 
 from dialogmem._errors import LLMOutputError, LLMUnavailableError
+from dialogmem._models import NoLLM, ScriptedLLM
+from dialogmem._read import Answer, Answerer
 from dialogmem._types import SearchHit
-from dialogmem.models import NoLLM, ScriptedLLM
-from dialogmem.read import Answer, Answerer
 
 HITS = [
     SearchHit(id="m-late", memory="Anna moved to Lisbon", score=0.9, time_stamp="2023-06-02T10:00:00",

@@ -22,11 +22,11 @@ from typer.testing import CliRunner
 import dialogmem
 from dialogmem._config import Config, LLMConfig
 from dialogmem._errors import ConfigError, InputError
+from dialogmem._models import LocalEmbedder, ScriptedLLM
 from dialogmem.bench import BenchSpec, NaiveRAG, bench_app, run_benchmark, summarise
 from dialogmem.bench._loaders import BenchConversation
 from dialogmem.bench._report import render_markdown
 from dialogmem.bench._systems import IngestCost
-from dialogmem.models import LocalEmbedder, ScriptedLLM
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOCOMO = FIXTURES / "locomo_mini.json"

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from dialogmem._errors import ConfigError
-from dialogmem.models import ChatMessage, ScriptedLLM
-from dialogmem.write._buffer import WriteBuffer
-from dialogmem.write._compress import CompressResult, NoCompressor
-from dialogmem.write._extract import BufferedTurn, ExtractedFact, LLMExtractor, RuleExtractor
-from dialogmem.write._segment import NoSegmenter, make_segmenter
-from dialogmem.write._tokens import count_tokens
+from dialogmem._models import ChatMessage, ScriptedLLM
+from dialogmem._write._buffer import WriteBuffer
+from dialogmem._write._compress import CompressResult, NoCompressor
+from dialogmem._write._extract import BufferedTurn, ExtractedFact, LLMExtractor, RuleExtractor
+from dialogmem._write._segment import NoSegmenter, make_segmenter
+from dialogmem._write._tokens import count_tokens
 
 
 class MarkerSegmenter:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dialogmem._errors import ConfigError
-from dialogmem.write._compress import (
+from dialogmem._write._compress import (
     Compressor,
     CompressResult,
     EntropyCompressor,
@@ -21,7 +21,7 @@ from dialogmem.write._compress import (
     self_information,
     word_starts,
 )
-from dialogmem.write._tokens import RegexTokenCounter, count_tokens, count_tokens_many
+from dialogmem._write._tokens import RegexTokenCounter, count_tokens, count_tokens_many
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                 reason="llama-cpp-python is not installed (pip install llama-cpp-python)")

@@ -18,8 +18,8 @@ import pytest
 
 from dialogmem._config import EmbedderConfig
 from dialogmem._errors import ConfigError, InputError, LLMUnavailableError
+from dialogmem._models import Embedder, LocalEmbedder, OpenAIEmbedder, make_embedder
 from dialogmem._usage import UsageTracker
-from dialogmem.models import Embedder, LocalEmbedder, OpenAIEmbedder, make_embedder
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None and \
     importlib.util.find_spec("sentence_transformers") is not None

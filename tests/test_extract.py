@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from dialogmem._errors import LLMTimeoutError
-from dialogmem.models import ChatMessage, ScriptedLLM
-from dialogmem.write._extract import (
+from dialogmem._models import ChatMessage, ScriptedLLM
+from dialogmem._write._extract import (
     FILLER_SALIENCE,
     BufferedTurn,
     ExtractedFact,

@@ -1,4 +1,4 @@
-"""Table-driven tests of the pure near-JSON repair (dialogmem.models._json_repair)."""
+"""Table-driven tests of the pure near-JSON repair (dialogmem._models._json_repair)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dialogmem.models import JSONRepairError, extract_json
+from dialogmem._models import JSONRepairError, extract_json
 
 CASES: list[tuple[str, str, Any]] = [
     ("plain object", '{"a": 1}', {"a": 1}),

@@ -26,14 +26,14 @@ from dialogmem._errors import (
     LLMTimeoutError,
     LLMUnavailableError,
 )
-from dialogmem._usage import UsageTracker
-from dialogmem.models import (
+from dialogmem._models import (
     LLMClient,
     NoLLM,
     OpenAICompatibleLLM,
     ScriptedLLM,
     make_llm,
 )
+from dialogmem._usage import UsageTracker
 
 
 class Answer(BaseModel):

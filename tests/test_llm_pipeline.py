@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dialogmem import Event, LLMUnavailableError, Memory
-from dialogmem.models import ScriptedLLM
+from dialogmem._models import ScriptedLLM
 
 LINE = re.compile(r"^\[[^\]]+\] (\d+)\.([^:]+): (.*)$", re.M)
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from dialogmem._errors import LLMTimeoutError
-from dialogmem.models import ScriptedLLM
-from dialogmem.read import (
+from dialogmem._models import ScriptedLLM
+from dialogmem._read import (
     LLMPlanner,
     QueryPlan,
     RulePlanner,
@@ -21,7 +21,7 @@ from dialogmem.read import (
     match_speakers,
     parse_time_window,
 )
-from dialogmem.read._text import keywords, proper_nouns
+from dialogmem._read._text import keywords, proper_nouns
 
 REF = datetime(2023, 5, 17, 15, 30, tzinfo=UTC)  # a Wednesday
 

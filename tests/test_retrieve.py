@@ -12,10 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dialogmem._types import MemoryRecord
-from dialogmem._usage import UsageTracker
-from dialogmem.models import LocalEmbedder, ScriptedLLM
-from dialogmem.read import (
+from dialogmem._models import LocalEmbedder, ScriptedLLM
+from dialogmem._read import (
     HypotheticalQuery,
     LLMPlanner,
     LLMSelector,
@@ -29,7 +27,9 @@ from dialogmem.read import (
     render_context,
     to_hit,
 )
-from dialogmem.store import EdgeIndex, IndexFilter, IndexPoint
+from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint
+from dialogmem._types import MemoryRecord
+from dialogmem._usage import UsageTracker
 
 BASE = datetime(2023, 5, 1, 10, 0, tzinfo=UTC)
 REF = datetime(2023, 6, 1, 12, 0, tzinfo=UTC)

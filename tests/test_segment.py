@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dialogmem._errors import ConfigError, InputError
-from dialogmem.write._segment import (
+from dialogmem._write._segment import (
     AttentionSimilaritySegmenter,
     NoSegmenter,
     Segmenter,

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from dialogmem._errors import LLMTimeoutError
+from dialogmem._models import LocalEmbedder, ScriptedLLM
+from dialogmem._read import Candidate, HypotheticalQuery, LLMSelector, QueryPlan, RuleSelector
 from dialogmem._types import MemoryRecord
-from dialogmem.models import LocalEmbedder, ScriptedLLM
-from dialogmem.read import Candidate, HypotheticalQuery, LLMSelector, QueryPlan, RuleSelector
 
 BASE = datetime(2023, 5, 1, tzinfo=UTC)
 

@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dialogmem._types import MemoryRecord, ScoredRecord
-from dialogmem.models import ChatMessage, ScriptedLLM
-from dialogmem.sleep import (
+from dialogmem._models import ChatMessage, ScriptedLLM
+from dialogmem._sleep import (
     LLMUpdater,
     RuleUpdater,
     UpdateDecision,
@@ -28,7 +27,8 @@ from dialogmem.sleep import (
     plan_sleep,
     resolve_decisions,
 )
-from dialogmem.store import EdgeIndex, IndexFilter, IndexPoint
+from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint
+from dialogmem._types import MemoryRecord, ScoredRecord
 
 DIM = 384
 USER = "u1"

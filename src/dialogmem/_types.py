@@ -137,7 +137,7 @@ class SearchResult(BaseModel):
     @property
     def context_tokens(self) -> int:
         """Size of :meth:`context` in the project's token count."""
-        from .write._tokens import count_tokens  # the write path owns token counting
+        from ._write._tokens import count_tokens  # the write path owns token counting
 
         return count_tokens(self.context())
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Literal
 
 from .._errors import ConfigError
+from .._models import Embedder, LLMClient
+from .._prompts.judge import reader_messages
+from .._store import EdgeIndex, IndexPoint
 from .._types import MemoryRecord
-from ..models import Embedder, LLMClient
-from ..prompts.judge import reader_messages
-from ..store import EdgeIndex, IndexPoint
 from ._loaders import BenchConversation, BenchQuestion, BenchTurn
 from ._systems import AnswerOutcome, IngestCost, RetrievedHit, SearchOutcome, count_tokens
 

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 
 from .._config import Config, LLMConfig
 from .._errors import ConfigError, InputError, LLMError
-from ..models import LLMClient
-from ..prompts import judge as judge_prompts
+from .._models import LLMClient
+from .._prompts import judge as judge_prompts
 from . import _metrics as m
 from ._loaders import BenchConversation, BenchDataset, BenchQuestion, load_locomo, load_longmemeval
 from ._report import write_report
@@ -101,7 +101,7 @@ def load_dataset(spec: BenchSpec) -> BenchDataset:
 
 def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, SystemFactory]:
     """The real systems: dialogmem through the facade, and the baselines on one shared embedder."""
-    from ..models import make_embedder
+    from .._models import make_embedder
     from ._baselines import FullContext, NaiveRAG
     from ._systems import DialogmemSystem
 
@@ -156,7 +156,7 @@ def _run(spec: BenchSpec, dataset: BenchDataset, systems: list[str], state: RunS
     if spec.mode == "llm" and (reader is None or judge is None):
         if spec.config.llm.backend == "none":
             raise ConfigError("--mode llm needs an LLM: pass --llm or configure [llm] in dialogmem.toml")
-        from ..models import make_llm
+        from .._models import make_llm
 
         shared = make_llm(spec.config.llm)
         reader = reader or shared

@@ -76,7 +76,7 @@ SystemFactory = Callable[[BenchConversation, Path], BenchSystem]
 @functools.cache
 def _token_counter() -> Callable[[str], int]:
     try:
-        from ..write._tokens import default_token_counter
+        from .._write._tokens import default_token_counter
     except ImportError:  # the write path's counter is optional here: fall back to a word count
         return lambda text: len(_WORD_OR_MARK.findall(text))
     return default_token_counter().count

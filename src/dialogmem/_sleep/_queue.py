@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._store._base import IndexFilter, VectorIndex
 from .._types import MemoryRecord, ScoredRecord
-from ..store._base import IndexFilter, VectorIndex
 
 
 def age_key(record: MemoryRecord) -> tuple[float, float, str]:

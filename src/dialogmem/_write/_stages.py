@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import ConfigError
+from .._models._embed_base import Embedder
+from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
-from ..models._embed_base import Embedder
-from ..models._llm_base import LLMClient
 from ._buffer import WriteBuffer
 from ._compress import Compressor, make_compressor
 from ._extract import Extractor, LLMExtractor, RuleExtractor

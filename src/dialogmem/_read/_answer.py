@@ -14,10 +14,10 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from .._errors import LLMUnavailableError
+from .._models._llm_base import LLMClient
+from .._prompts import answer as answer_prompt
 from .._types import SearchHit
-from ..models._llm_base import LLMClient
-from ..prompts import answer as answer_prompt
-from ..write._tokens import count_tokens
+from .._write._tokens import count_tokens
 
 
 class AnswerOutput(BaseModel):

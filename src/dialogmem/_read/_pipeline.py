@@ -15,10 +15,10 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from .._errors import InputError
+from .._models._embed_base import Embedder
+from .._store._base import IndexFilter, VectorIndex
 from .._types import ScoredRecord, SearchHit, render_context
 from .._usage import UsageTracker
-from ..models._embed_base import Embedder
-from ..store._base import IndexFilter, VectorIndex
 from ._plan import Planner, QueryPlan
 from ._retrieve import attach_vectors, embed_views, search_views
 from ._select import Selector
@@ -39,7 +39,7 @@ def to_hit(scored: ScoredRecord) -> SearchHit:
 
 def context_tokens(hits: Sequence[SearchHit]) -> int:
     """Tokens of ``render_context(hits)`` with the project-wide counter."""
-    from ..write._tokens import count_tokens
+    from .._write._tokens import count_tokens
 
     return count_tokens(render_context(hits))
 

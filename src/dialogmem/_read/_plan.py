@@ -24,8 +24,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from .._errors import LLMError
-from ..models._llm_base import LLMClient
-from ..prompts import plan as plan_prompt
+from .._models._llm_base import LLMClient
+from .._prompts import plan as plan_prompt
 from . import _text
 from ._temporal import parse_time_window
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..models._llm_base import ChatMessage
+from .._models._llm_base import ChatMessage
 
 UPDATE_PROMPT_VERSION = "update-v1"
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 from pydantic import ConfigDict
 
+from .._models._embed_base import Embedder
+from .._store._base import IndexFilter, VectorIndex
 from .._types import ScoredRecord
-from ..models._embed_base import Embedder
-from ..store._base import IndexFilter, VectorIndex
 from ._plan import QueryPlan
 
 #: order in which empty-result filters are relaxed

@@ -30,10 +30,10 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field, field_validator
 
 from .._errors import LLMError
+from .._models._llm_base import LLMClient
+from .._prompts.update import render_update_messages
 from .._types import MemoryRecord, ScoredRecord
-from ..models._llm_base import LLMClient
-from ..prompts.update import render_update_messages
-from ..write._extract import content_tokens
+from .._write._extract import content_tokens
 from ._queue import UpdateQueues, age_key
 
 logger = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field, field_validator
 
 from .._errors import LLMError
-from ..models._llm_base import LLMClient
-from ..prompts.extract import render_extraction_messages
+from .._models._llm_base import LLMClient
+from .._prompts.extract import render_extraction_messages
 from ._timenorm import absolutize
 from ._tokens import count_tokens
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from .._errors import ConfigError
-from ..models._llm_base import LLMClient
+from .._models._llm_base import LLMClient
 from ._plan import LLMPlanner, Planner, RulePlanner
 from ._select import LLMSelector, RuleSelector, Selector
 
