@@ -20,9 +20,6 @@ from dialogmem._write._extract import (
     ExtractedFact,
     LLMExtractor,
     RuleExtractor,
-    extract_entities,
-    extract_keywords,
-    is_filler,
     render_line,
 )
 
@@ -51,20 +48,6 @@ def prompt_lines(messages: list[ChatMessage]) -> list[dict[str, str]]:
 
 def answer(items: list[tuple[object, str]]) -> str:
     return json.dumps({"data": [{"source_id": sid, "fact": fact} for sid, fact in items]})
-
-
-# ---------------------------------------------------------------- lexical rules
-
-
-def test_entities_keywords_filler() -> None:
-    text = "Hey Mel! The Museum of Modern Art in New York was great, Alice and I loved it."
-    assert extract_entities(text) == ["Mel", "Museum of Modern Art", "New York", "Alice"]
-    assert extract_entities("Yesterday I met John Smith at Barnes & Noble on Monday.") == [
-        "John Smith", "Barnes & Noble"]
-    assert extract_keywords("Caroline: I went to the LGBTQ support group yesterday (2023-05-07).") == [
-        "caroline", "lgbtq", "support", "group"]
-    assert is_filler("ok thanks!") and is_filler("Haha, so cool!") and is_filler("See you soon!")
-    assert not is_filler("I adopted 2 cats") and not is_filler("Thanks, the pottery class was fun")
 
 
 # ---------------------------------------------------------------- rule backend

@@ -21,7 +21,6 @@ from dialogmem._read import (
     match_speakers,
     parse_time_window,
 )
-from dialogmem._read._text import keywords, proper_nouns
 
 REF = datetime(2023, 5, 17, 15, 30, tzinfo=UTC)  # a Wednesday
 
@@ -94,17 +93,6 @@ def test_no_window_for_relational_or_absent_phrases() -> None:
     assert not plan.has_window
     assert {"birthday", "party"} <= set(plan.keywords)  # the event stays searchable by its words
     assert plan.complexity != "simple"  # a temporal comparison
-
-
-def test_keywords_and_proper_nouns() -> None:
-    q = 'What did Caroline say about the "Pride parade" in New York last week?'
-    kws = keywords(q)
-    assert kws[0] == "Pride parade"
-    assert {"caroline", "pride", "parade", "new", "york"} <= set(kws)
-    assert not {"what", "did", "say", "the", "about", "last", "week"} & set(kws)
-    assert proper_nouns(q) == ["Caroline", "Pride", "New York"]
-    assert proper_nouns("What is Melanie's favourite book?") == ["Melanie"]
-    assert "long" not in keywords("How long has Jon run his studio?")
 
 
 def test_speaker_matching_is_case_insensitive_and_soft_unless_asked_what_they_said() -> None:

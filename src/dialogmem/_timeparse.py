@@ -12,9 +12,8 @@ from datetime import UTC, datetime
 
 import dateparser
 
+from ._calendar import MONTHS, WEEKDAY_ABBREVIATIONS
 from ._errors import InputError
-
-WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 # "1:56 pm on 8 May, 2023" (LoCoMo's session dates) parsed without dateparser: it is the hot path
 _LOCOMO = re.compile(
@@ -22,8 +21,6 @@ _LOCOMO = re.compile(
 )
 # LongMemEval's haystack dates: "2023/05/20 (Sat) 02:21"
 _SLASHED = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\([A-Za-z]{3}\))?\s*(\d{1,2}):(\d{2})\s*$")
-_MONTHS = {m: i for i, m in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
 # Only absolute forms: a message timestamp of "yesterday" would silently depend on the wall clock.
 _DATEPARSER_SETTINGS = {
     "PARSERS": ["timestamp", "custom-formats", "absolute-time"],
@@ -69,7 +66,7 @@ def _parse_string(text: str) -> datetime:
     m = _LOCOMO.match(s)
     if m:
         hour, minute, ampm, day, month, year = m.groups()
-        mon = _MONTHS.get(month[:3].lower())
+        mon = MONTHS.get(month[:3].lower())
         if mon is not None:
             h = int(hour) % 12 + (12 if ampm.lower() == "p" else 0)
             try:
@@ -93,5 +90,5 @@ def to_fields(dt: datetime) -> tuple[str, float, str]:
     return (
         dt.isoformat(timespec="milliseconds"),
         dt.replace(tzinfo=UTC).timestamp(),
-        WEEKDAYS[dt.weekday()],
+        WEEKDAY_ABBREVIATIONS[dt.weekday()],
     )

@@ -24,9 +24,10 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from .._errors import LLMError
+from .._text import entities as find_entities
+from .._text import query_keywords, tokens
 from .._models._llm_base import LLMClient
 from .._prompts import plan as plan_prompt
-from . import _text
 from ._temporal import parse_time_window
 
 logger = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ def _reference(reference_time: datetime | None) -> datetime:
 
 def match_speakers(query: str, known_speakers: Sequence[str]) -> list[str]:
     """Known speakers named in the question, by full name or first name, case-insensitively."""
-    words = set(_text.tokens(query))
+    words = set(tokens(query))
     low = query.lower()
     out: list[str] = []
     for name in known_speakers:
@@ -159,8 +160,8 @@ class RulePlanner:
              recent_context: list[str] | None = None, known_speakers: Sequence[str] = ()) -> QueryPlan:
         ref = _reference(reference_time)
         window = parse_time_window(query, ref)
-        keywords = _text.keywords(query)
-        entities = _text.proper_nouns(query)
+        keywords = query_keywords(query)
+        entities = find_entities(query)
         speakers = match_speakers(query, known_speakers)
         for s in speakers:
             if s.lower() not in {e.lower() for e in entities}:
@@ -168,7 +169,7 @@ class RulePlanner:
         if recent_context and not entities and _PRONOUN.search(query):
             # "what did she bring?" right after talking about Anna: search for Anna too.
             for line in reversed(recent_context[-2:]):
-                for name in _text.proper_nouns(line):
+                for name in find_entities(line):
                     if name.lower() not in {e.lower() for e in entities}:
                         entities.append(name)
                         keywords.append(name.lower())

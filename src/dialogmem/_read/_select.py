@@ -27,10 +27,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from .._errors import LLMError
+from .._text import content_tokens, tokens
 from .._models._llm_base import LLMClient
 from .._prompts import select as select_prompt
 from .._types import ScoredRecord
-from . import _text
 from ._plan import QueryPlan
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def _keyword_overlap(plan: QueryPlan, c: ScoredRecord, terms: list[str]) -> floa
         return 0.0
     r = c.record
     hay = " ".join([r.memory, *r.keywords, *r.entities, r.speaker_name]).lower()
-    words = set(_text.tokens(hay))
+    words = set(tokens(hay))
     hits = sum(1 for t in terms if (t in words if " " not in t else t in hay))
     return hits / len(terms)
 
@@ -97,7 +97,7 @@ def similarity_matrix(candidates: Sequence[ScoredRecord]) -> tuple[np.ndarray, b
         m = np.asarray(vectors, dtype=np.float32)
         m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
         return m @ m.T, True
-    sets = [set(_text.content_tokens(c.record.memory)) for c in candidates]
+    sets = [set(content_tokens(c.record.memory)) for c in candidates]
     sim = np.eye(n, dtype=np.float32)
     for i in range(n):
         for j in range(i + 1, n):

@@ -31,27 +31,19 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
+from .._calendar import MONTHS, NUMBER_WORDS, VAGUE_NUMBER_WORDS, WEEKDAYS, alternation
+
 _MS = 0.001
-_MONTHS = {
-    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4,
-    "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8, "september": 9,
-    "sep": 9, "sept": 9, "october": 10, "oct": 10, "november": 11, "nov": 11, "december": 12,
-    "dec": 12,
-}
-_WEEKDAYS = {"monday": 0, "tuesday": 1, "wednesday": 2, "thursday": 3, "friday": 4,
-             "saturday": 5, "sunday": 6}
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-            "a couple of": 2, "couple of": 2, "a few": 3, "few": 3, "several": 3}
+_NUMBERS = {**NUMBER_WORDS, **VAGUE_NUMBER_WORDS}
 _SOFT_DAYS = {"recently": 30, "lately": 30, "these days": 30, "nowadays": 30,
               "the other day": 7}
 
-_MONTH_RE = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTH_RE = r"(?P<month>" + alternation(MONTHS) + r")\.?"
 _DAY_RE = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR_RE = r"(?P<year>(?:19|20)\d{2})"
-_NUM_RE = r"(?P<num>\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + r")"
+_NUM_RE = r"(?P<num>\d{1,3}|" + alternation(_NUMBERS) + r")"
 _UNIT_RE = r"(?P<unit>day|week|month|year)s?"
-_WEEKDAY_RE = r"(?P<weekday>" + "|".join(_WEEKDAYS) + r")s?"
+_WEEKDAY_RE = r"(?P<weekday>" + "|".join(WEEKDAYS) + r")s?"
 
 # (kind, pattern), tried in this order; an earlier match claims its span.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -161,9 +153,9 @@ def _window(kind: str, m: re.Match[str], ref: datetime, tz: tzinfo) -> tuple[flo
         d = _dateparser_day(phrase, ref.replace(tzinfo=None))
         return _days(d, d, tz) if d is not None else None
     if kind == "my":
-        return _month(int(g["year"]), _MONTHS[g["month"].lower()], tz)
+        return _month(int(g["year"]), MONTHS[g["month"].lower()], tz)
     if kind == "m":
-        month = _MONTHS[g["month"].lower()]
+        month = MONTHS[g["month"].lower()]
         return _month(today.year if month <= today.month else today.year - 1, month, tz)
     if kind == "y":
         return _year(int(g["year"]), tz)
@@ -223,7 +215,7 @@ def _window(kind: str, m: re.Match[str], ref: datetime, tz: tzinfo) -> tuple[flo
             return _month(today.year, today.month, tz)
         return _year(today.year, tz)
     if kind == "weekday":
-        wd = _WEEKDAYS[g["weekday"].lower()]
+        wd = WEEKDAYS[g["weekday"].lower()]
         back = (today.weekday() - wd) % 7
         if back == 0 and g["mod"].lower() != "on":
             back = 7

@@ -14,8 +14,6 @@ A batch is a list of topic segments, each a list of ``BufferedTurn``. Two backen
 from __future__ import annotations
 
 import logging
-import re
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -23,6 +21,7 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field, field_validator
 
 from .._errors import LLMError
+from .._text import content_tokens, entities, is_filler, memory_keywords
 from .._models._llm_base import LLMClient
 from .._prompts.extract import render_extraction_messages
 from ._timenorm import absolutize
@@ -34,124 +33,6 @@ STAGE = "add_memory"
 CONTEXT_WORDS = 40  # of each context turn a rule memory carries
 FILLER_SALIENCE = 0.1
 DEFAULT_SALIENCE = 0.5
-
-
-# ---------------------------------------------------------------- lexical rules
-# Small, deterministic heuristics shared with the LLM-free sleep updater. They favour recall: an
-# entity list with a stray word costs little, a missed name costs a filter hit.
-
-def _wordset(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_STOPWORDS = _wordset("""
-a about above after again against all am an and any are aren't as at be because been before being
-below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
-during each few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here
-here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its
-itself let's me more most mustn't my myself no nor not of off on once only or other ought our ours
-ourselves out over own same shan't she she'd she'll she's should shouldn't so some such than that
-that's the their theirs them themselves then there there's these they they'd they'll they're they've
-this those through to too under until up very was wasn't we we'd we'll we're we've were weren't what
-what's when when's where where's which while who who's whom why why's will with won't would wouldn't
-you you'd you'll you're you've your yours yourself yourselves also just really quite much many lot
-lots get got getting go going gone went one ones thing things something anything everything
-like would could yeah yes yep nope im ive dont didnt cant thats its id ill youre
-""")
-# Words that carry no content on their own in chat: a turn made only of these is filler.
-_FILLER = _wordset("""
-hi hey hello hiya bye goodbye thanks thank thx ty ok okay k sure cool great nice awesome good fine
-wow oh ah haha hahaha lol lmao hmm um uh yay congrats congratulations welcome sorry see soon later
-take care night morning evening afternoon glad happy right true totally absolutely definitely indeed
-agreed sounds amazing wonderful fantastic lovely love same too well alright np please anytime
-""")
-_TEMPORAL = _wordset("""
-monday tuesday wednesday thursday friday saturday sunday january february march april may june july
-august september october november december today yesterday tomorrow tonight last next this week
-weeks weekend month months year years day days ago
-""")
-_NON_ENTITY = _STOPWORDS | _FILLER | _TEMPORAL | _wordset(
-    "maybe actually anyway btw still now then definitely")
-_WORDS = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’&.-]*[A-Za-z0-9]|[A-Za-z0-9]")
-_SENTENCE_BREAK = re.compile(r"[.!?:;\n\"“”()]")
-_VERB_LIKE = re.compile(r"\w{3,}(?:ing|ed|ly)$")
-_CONNECTORS = frozenset({"of", "de", "la", "van", "von", "the", "&"})
-
-
-def content_tokens(text: str) -> list[str]:
-    """Lower-cased words that carry content (stopwords and chat filler removed), in text order."""
-    out = []
-    for w in _WORDS.findall(text.lower().replace("’", "'")):
-        w = w.removesuffix("'s")
-        if w.isdigit() or (len(w) > 1 and w not in _STOPWORDS and w not in _FILLER):
-            out.append(w)
-    return out
-
-
-def is_filler(text: str) -> bool:
-    """True when ``text`` has no content word at all ("ok thanks!", "Haha, so cool")."""
-    return not content_tokens(text)
-
-
-def extract_keywords(text: str, limit: int = 8) -> list[str]:
-    """Up to ``limit`` content words (3+ letters), most frequent first, ties in text order."""
-    words = [w for w in content_tokens(_strip_brackets(text))
-             if len(w) >= 3 and not w.isdigit() and w not in _TEMPORAL]
-    counts = Counter(words)
-    first = {w: i for i, w in reversed(list(enumerate(words)))}
-    return sorted(counts, key=lambda w: (-counts[w], first[w]))[:limit]
-
-
-def extract_entities(text: str) -> list[str]:
-    """Capitalised names and multiword names ("Mercy Hospital", "Bank of America")."""
-    text = _strip_brackets(text).replace("’", "'")
-    found: list[str] = []
-    run: list[str] = []
-    prev_end = 0
-    sentence_start = run_opens_sentence = True
-
-    def close() -> None:
-        while run and run[-1].lower() in _CONNECTORS:
-            run.pop()
-        while run and run[0].lower() in _NON_ENTITY:
-            run.pop(0)
-        single = len(run) == 1
-        if single and run_opens_sentence and _VERB_LIKE.search(run[0]):
-            run.clear()  # "Painting with Mel..." opens a sentence; a lone "-ing" word is no name
-        if run and not (single and (len(run[0]) < 2 or run[0].lower() in _NON_ENTITY)):
-            name = " ".join(run)
-            if name not in found:
-                found.append(name)
-        run.clear()
-
-    for m in _WORDS.finditer(text):
-        gap = text[prev_end:m.start()]
-        if run and gap.strip() == "&":
-            run.append("&")  # "Barnes & Noble"
-        elif run and gap.strip():  # other punctuation between words ends a name
-            close()
-        if prev_end == 0 or _SENTENCE_BREAK.search(gap):
-            sentence_start = True
-        word = m.group().removesuffix("'s")
-        lower = word.lower()
-        if run and lower in _CONNECTORS:
-            run.append(word)
-        elif word[:1].isupper() and lower not in _STOPWORDS:
-            if not (sentence_start and not run and lower in _NON_ENTITY):
-                if not run:
-                    run_opens_sentence = sentence_start
-                run.append(word)  # else "Yesterday", "Hey", "Thanks" opening a sentence
-        elif run:
-            close()
-        sentence_start = False
-        prev_end = m.end()
-    close()
-    return found
-
-
-def _strip_brackets(text: str) -> str:
-    # The "(2023-05-07)" annotations added by time normalisation are not words of the speaker.
-    return re.sub(r"\([^()]*\d{4}[^()]*\)", " ", text)
 
 
 class BufferedTurn(BaseModel):
@@ -225,8 +106,8 @@ def fact_from_turns(text: str, turns: Sequence[BufferedTurn], *, method: Literal
         topic_id=latest.topic_id,
         original="\n".join(t.text for t in turns),
         compressed="\n".join(t.compressed for t in turns),
-        entities=extract_entities(text),
-        keywords=extract_keywords(text),
+        entities=entities(text),
+        keywords=memory_keywords(text),
         session_id=latest.session_id,
         salience=salience,
         method=method,

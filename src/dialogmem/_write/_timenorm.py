@@ -22,20 +22,14 @@ import logging
 import re
 from datetime import date, datetime, timedelta
 
+from .._calendar import NUMBER_WORDS, WEEKDAY_NAMES, alternation
+
 logger = logging.getLogger(__name__)
 
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-    "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
-    "thirty": 30, "a couple of": 2, "a couple": 2, "couple of": 2,
-}
-# Longest alternatives first so "a couple of" wins over "a".
-_NUM = "|".join(sorted((re.escape(w) for w in _NUMBER_WORDS), key=len, reverse=True))
+_NUM = alternation(NUMBER_WORDS)
 _NUM_RE = rf"(?:\d{{1,3}}|{_NUM})"
 _UNIT_RE = r"(?:day|week|month|year)s?"
-_DAY_RE = "|".join(_WEEKDAYS)
+_DAY_RE = "|".join(WEEKDAY_NAMES)
 
 _PATTERN = re.compile(
     rf"""\b(?:
@@ -97,7 +91,7 @@ def _resolve_match(m: re.Match[str], ref: date) -> str | None:
 
 def _number(word: str) -> int:
     word = " ".join(word.lower().split())
-    return int(word) if word.isdigit() else _NUMBER_WORDS[word]
+    return int(word) if word.isdigit() else NUMBER_WORDS[word]
 
 
 def _unit(word: str) -> str:
@@ -131,7 +125,7 @@ def _anchor_label(which: str, unit: str, ref: date) -> str | None:
     # A weekday: "this X" is X of the current Monday-to-Sunday week; "last X" / "next X" are
     # the nearest X strictly before / after the reference, as dateparser reads them.
     if step == 0:
-        return (monday + timedelta(days=_WEEKDAYS.index(unit))).isoformat()
+        return (monday + timedelta(days=WEEKDAY_NAMES.index(unit))).isoformat()
     got = _parse(f"{which} {unit}", ref)
     return got.isoformat() if got else None
 
