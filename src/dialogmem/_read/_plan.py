@@ -24,10 +24,10 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field, ValidationError
 
 from .._errors import LLMError
-from .._text import entities as find_entities
-from .._text import query_keywords, tokens
 from .._models._llm_base import LLMClient
 from .._prompts import plan as plan_prompt
+from .._text import entities as find_entities
+from .._text import query_keywords, tokens
 from ._temporal import parse_time_window
 
 logger = logging.getLogger(__name__)

@@ -27,9 +27,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from .._errors import LLMError
-from .._text import content_tokens, tokens
 from .._models._llm_base import LLMClient
 from .._prompts import select as select_prompt
+from .._text import content_tokens, tokens
 from .._types import ScoredRecord
 from ._plan import QueryPlan
 

@@ -32,8 +32,8 @@ from pydantic import BaseModel, Field, field_validator
 from .._errors import LLMError
 from .._models._llm_base import LLMClient
 from .._prompts.update import render_update_messages
-from .._types import MemoryRecord, ScoredRecord
 from .._text import content_tokens
+from .._types import MemoryRecord, ScoredRecord
 from ._queue import UpdateQueues, age_key
 
 logger = logging.getLogger(__name__)

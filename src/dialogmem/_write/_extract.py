@@ -21,9 +21,9 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field, field_validator
 
 from .._errors import LLMError
-from .._text import content_tokens, entities, is_filler, memory_keywords
 from .._models._llm_base import LLMClient
 from .._prompts.extract import render_extraction_messages
+from .._text import content_tokens, entities, is_filler, memory_keywords
 from ._timenorm import absolutize
 from ._tokens import count_tokens
 
