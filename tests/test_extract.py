@@ -190,7 +190,7 @@ def test_llm_failure_falls_back_to_rules_for_the_whole_batch(bad: Callable[[], o
     assert facts[5].fact == "Ann: Where is Acme based?"
     usage = llm.usage.get("llm", "add_memory")
     assert usage.fallbacks == 1
-    assert "using rule extraction" in caplog.text
+    assert "using the LLM-free backend" in caplog.text
 
 
 def test_near_json_is_repaired_not_fallen_back() -> None:

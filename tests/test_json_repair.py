@@ -20,11 +20,6 @@ CASES: list[tuple[str, str, Any]] = [
     ("double quotes inside single", "{'say': 'he said \"hi\"'}", {"say": 'he said "hi"'}),
     ("python literals", "{'ok': True, 'bad': False, 'none': None}", {"ok": True, "bad": False, "none": None}),
     ("unquoted keys", '{answer: "Paris", confidence: 0.5}', {"answer": "Paris", "confidence": 0.5}),
-    ("truncated object", '{"facts": ["a", "b"', {"facts": ["a", "b"]}),
-    ("truncated mid string", '{"facts": ["a", "unfinish', {"facts": ["a", "unfinish"]}),
-    ("truncated after key", '{"a": 1, "b":', {"a": 1}),
-    ("truncated inside key", '{"a": 1, "b', {"a": 1}),
-    ("truncated nested", '{"a": {"b": [1, {"c": 2', {"a": {"b": [1, {"c": 2}]}}),
     ("extra closing brackets", '{"a": {"b": 1}}}]', {"a": {"b": 1}}),
     ("mismatched closer", '{"a": [1, 2}', {"a": [1, 2]}),
     ("first of two objects", '{"a": 1} {"a": 2}', {"a": 1}),
@@ -54,6 +49,22 @@ def test_unrecoverable_text_raises(text: str) -> None:
     with pytest.raises(JSONRepairError) as info:
         extract_json(text)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"data": [{"source_id": 0, "fact": "Ivy has locker 4', '{"facts": ["a", "b"', '{"a": 1, "b":',
+     '{"a": 1, "b', '{"a": {"b": [1, {"c": 2', '```json\n{"answer": "Par'],
+    ids=["mid fact", "open list", "after key", "inside key", "nested", "fenced"],
+)
+def test_output_cut_off_is_never_completed(text: str) -> None:
+    # Completing a cut-off value invents its end ("locker 4" where the turn said 418).
+    with pytest.raises(JSONRepairError, match="cut off"):
+        extract_json(text)
+
+
+def test_a_complete_value_after_a_stray_opener_is_still_found() -> None:
+    assert extract_json('Here is { the answer: {"a": 1}', expect="object") == {"a": 1}
 
 
 def test_expected_kind_is_preferred() -> None:

@@ -52,12 +52,13 @@ Reply = tuple[int, Any, float]  # (HTTP status, body: str content or dict error,
 Script = Callable[[dict[str, Any]], Reply]
 
 
-def ok(content: str, prompt_tokens: int = 17, completion_tokens: int = 9, delay: float = 0.0) -> Reply:
+def ok(content: str, prompt_tokens: int = 17, completion_tokens: int = 9, delay: float = 0.0,
+       finish_reason: str = "stop") -> Reply:
     body = {
         "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
         "model": "scripted",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                     "finish_reason": "stop"}],
+                     "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
@@ -166,15 +167,29 @@ def test_valid_json_is_parsed_and_schema_is_sent(server: ChatServer) -> None:
         '{"answer": "Paris", "confidence": 0.8,}',
         'Sure! Here is the JSON you asked for:\n{"answer": "Paris", "confidence": 0.8}\nHope it helps.',
         "{'answer': 'Paris', 'confidence': 0.8}",
-        '{"answer": "Paris", "confidence": 0.8',
     ],
-    ids=["fenced", "trailing-comma", "prose-around", "single-quotes", "truncated"],
+    ids=["fenced", "trailing-comma", "prose-around", "single-quotes"],
 )
 def test_near_json_is_repaired_without_retry(server: ChatServer, content: str) -> None:
     server.replies = [ok(content)]
     got = client(server).complete_json(MESSAGES, Answer, stage="answer")
     assert got == Answer(answer="Paris", confidence=0.8)
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("first", "finish"),
+    [('{"answer": "Paris", "confidence": 0.8', "stop"),  # the text itself ends inside the value
+     ('{"answer": "Paris", "confidence": 0.8}', "length")],  # the server says it stopped at max_tokens
+    ids=["text-cut-off", "finish-length"],
+)
+def test_output_cut_off_is_a_failure_and_is_retried(server: ChatServer, first: str, finish: str) -> None:
+    server.replies = [ok(first, finish_reason=finish), ok('{"answer": "Paris", "confidence": 0.5}')]
+    usage = UsageTracker()
+    got = client(server, usage=usage).complete_json(MESSAGES, Answer, stage="answer")
+    assert got == Answer(answer="Paris", confidence=0.5)  # the second, complete answer; never the first
+    assert len(server.requests) == 2
+    assert usage.get("llm", "answer").failures == 1
 
 
 def test_prose_only_is_retried_with_correction_then_raises(server: ChatServer) -> None:

@@ -278,7 +278,7 @@ def test_llm_plan_update_delete_ignore() -> None:
     answers = {
         "Ann likes coffee.": {"action": "update", "sources": [1],
                               "new_memory": "Ann likes coffee, especially cappuccino in the mornings."},
-        "Ann lives in New York.": {"action": "Delete", "new_memory": None},
+        "Ann lives in New York.": {"action": "Delete", "new_memory": None, "sources": [1]},
         "Ann is learning Italian cooking.": {"action": "ignore"},
     }
 
@@ -308,6 +308,10 @@ def test_llm_plan_update_delete_ignore() -> None:
     '{"action": "merge"}',  # not an allowed action
     '{"action": "update", "new_memory": null}',  # update without text
     '{"action": "update", "new_memory": "   "}',
+    '{"action": "update", "new_memory": "Bo plays chess daily.", "sources": [42]}',  # names no candidate
+    '{"action": "update", "new_memory": "Bo plays chess daily."}',  # names nothing at all
+    '{"action": "delete"}',
+    '{"action": "delete", "sources": [0]}',
 ])
 def test_malformed_llm_output_falls_back_to_rules(bad: str) -> None:
     t = rec("t", "Bo plays chess.", 1)
@@ -358,7 +362,7 @@ def test_end_to_end_with_edge_index(index: EdgeIndex) -> None:
 
     def script(stage: str, messages: list[ChatMessage]) -> str:
         if target_of(messages).startswith("Eve works"):
-            return '{"action": "delete"}'
+            return '{"action": "delete", "sources": [1]}'
         return "garbage"  # the duplicate pair goes to the rule fallback
 
     plan = plan_sleep(q, LLMUpdater(ScriptedLLM(script, max_retries=0)))

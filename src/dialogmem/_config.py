@@ -16,6 +16,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import ConfigError
+from ._settings import ReadSettings, SleepSettings, WriteSettings
 
 ENV_PREFIX = "DIALOGMEM_"
 
@@ -63,11 +64,12 @@ class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
-    # Sections of the write path, read path and sleep time are plain dicts here and validated
-    # by their own modules, so this module stays independent of them.
-    write: dict[str, Any] = Field(default_factory=dict)
-    read: dict[str, Any] = Field(default_factory=dict)
-    sleep: dict[str, Any] = Field(default_factory=dict)
+    write: WriteSettings = Field(default_factory=WriteSettings)
+    read: ReadSettings = Field(default_factory=ReadSettings)
+    sleep: SleepSettings = Field(default_factory=SleepSettings)
+    # Open without taking the writer's lock: reads only (a CLI search or a backup beside a running
+    # writer). Searches run on a per-user copy of the index built from the journal.
+    read_only: bool = False
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
@@ -84,12 +86,23 @@ class Config(_Section):
             data = data.get("dialogmem", data)
         _deep_merge(data, _from_env(os.environ))
         _deep_merge(data, overrides)
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"invalid config at {where}: {first['msg']}") from exc
+        return validated(data)
+
+    def with_overrides(self, **overrides: Any) -> Config:
+        """A copy with ``overrides`` (nested sections as dicts) applied and validated."""
+        data = self.model_dump()
+        _deep_merge(data, overrides)
+        return validated(data)
+
+
+def validated(data: dict[str, Any]) -> Config:
+    """``Config`` from plain data, or ``ConfigError`` naming the first bad setting."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        raise ConfigError(f"invalid config at {where}: {first['msg']}") from exc
 
 
 def _default_file() -> Path | None:

@@ -26,13 +26,17 @@ class WriteSettings(_Section):
     extractor: Literal["auto", "llm", "rules"] = "auto"
     # LLM-free memories carry this many preceding turns of their session as context
     context_turns: int = Field(1, ge=0, le=4)
-    max_turn_chars: int = Field(2_000_000, gt=0)
+    # Bounds on what one message may carry (checked before anything is written).
+    max_turn_chars: int = Field(200_000, gt=0, le=10_000_000)
+    max_metadata_bytes: int = Field(65_536, gt=0, le=10_000_000)
 
 
 class ReadSettings(_Section):
     planner: Literal["auto", "llm", "rules"] = "rules"
     selector: Literal["auto", "llm", "rules"] = "rules"
+    # access_count / last_accessed of the hits, batched and written outside the search itself
     track_access: bool = True
+    max_query_chars: int = Field(4_000, gt=0, le=1_000_000)
 
 
 class SleepSettings(_Section):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from ._errors import ConfigError
+from ._backends import use_llm
 from ._journal import Journal
 from ._models import LlamaCppLLM
 from ._models._embed_base import Embedder
@@ -41,9 +41,7 @@ class SleepReport(BaseModel):
 
 def make_updater(settings: SleepSettings, llm: LLMClient) -> Updater:
     rules = RuleUpdater()
-    if settings.updater == "llm" and not llm.available:
-        raise ConfigError("sleep.updater = 'llm' needs an LLM: set llm.backend (DIALOGMEM_LLM__BACKEND)")
-    if settings.updater == "llm" or (settings.updater == "auto" and llm.available):
+    if use_llm("sleep.updater", settings.updater, llm):
         return LLMUpdater(llm, fallback=rules)
     return rules
 

@@ -1,9 +1,14 @@
 """Recover a JSON value from what a model actually wrote (pure, no I/O).
 
 Small models wrap JSON in prose or code fences, leave trailing commas, use single quotes or
-Python literals, and stop mid-object when they run out of tokens. ``extract_json`` tries the
-text as-is, then walks each ``{`` / ``[`` in order, rewrites the value starting there into
-strict JSON (quoting, literals, commas, closing brackets) and returns the first that parses.
+Python literals. ``extract_json`` tries the text as-is, then walks each ``{`` / ``[`` in order,
+rewrites the value starting there into strict JSON (quoting, literals, commas, stray or mismatched
+closers) and returns the first that parses.
+
+Output that was cut off (a value still open when the text ends, e.g. a model that ran out of
+tokens mid-string) is never completed: closing ``"Ivy has locker 4`` would store a wrong fact
+where the model meant "418". Such text raises ``JSONRepairError`` saying it was cut off, so the
+caller retries and then falls back.
 """
 
 from __future__ import annotations
@@ -46,9 +51,13 @@ def extract_json(text: str, *, expect: Literal["object", "array"] | None = None)
                 return value
             fallback = value
     starts = [i for i, c in enumerate(text) if c in "{["][:_MAX_STARTS]
+    cut_off = False
     for start in starts:
         candidate = normalise(text, start)
         if candidate is None:
+            continue
+        if candidate is CUT_OFF:
+            cut_off = True
             continue
         try:
             value = json.loads(candidate)
@@ -61,6 +70,8 @@ def extract_json(text: str, *, expect: Literal["object", "array"] | None = None)
     if fallback is not _NOTHING:
         return fallback
     preview = stripped[:80].replace("\n", " ")
+    if cut_off:
+        raise JSONRepairError(f"model output was cut off before its JSON value ended: {preview!r}")
     raise JSONRepairError(f"no JSON object or array found in model output: {preview!r}")
 
 
@@ -70,12 +81,15 @@ def _kind_ok(value: Any, expect: str | None) -> bool:
     return isinstance(value, dict) if expect == "object" else isinstance(value, list)
 
 
+CUT_OFF = "<cut off>"  # what normalise returns for a value the text ends inside of
+
+
 def normalise(text: str, start: int) -> str | None:
     """Rewrite the value opening at ``text[start]`` as strict JSON text (not yet parsed).
 
-    Stops at the bracket that closes the opening one; brackets still open at the end of the
-    text are closed, a closer that matches nothing is dropped, and one that skips an inner
-    opener closes that inner opener first.
+    Stops at the bracket that closes the opening one; a closer that matches nothing is dropped,
+    and one that skips an inner opener closes that inner opener first. A value still open when
+    the text ends gives ``CUT_OFF``.
     """
     out: list[str] = []
     stack: list[str] = []
@@ -111,13 +125,7 @@ def normalise(text: str, start: int) -> str | None:
         else:
             out.append(c)
         i += 1
-    if not stack:
-        return None
-    _drop_dangling(out, stack)
-    while stack:
-        _drop_trailing_comma(out)
-        out.append(_CLOSER[stack.pop()])
-    return "".join(out)
+    return CUT_OFF if stack else None
 
 
 def _read_string(text: str, i: int) -> tuple[str, int]:
@@ -173,32 +181,6 @@ def _skip_comment(text: str, i: int) -> int:
         return len(text) if end < 0 else end
     end = text.find("*/", i + 2)
     return len(text) if end < 0 else end + 2
-
-
-def _drop_dangling(out: list[str], stack: list[str]) -> None:
-    """Text cut off after ``"key":`` or ``"key"`` inside an object loses the orphan key."""
-    while out and out[-1].strip() in ("", ","):
-        out.pop()
-    if not out or stack[-1] != "{":
-        return
-    if out[-1] == ":":
-        out.pop()
-        while out and out[-1].isspace():
-            out.pop()
-        if out and out[-1] not in "{,":
-            out.pop()  # the key
-    elif out[-1] not in "{," and _orphan_key(out):
-        out.pop()
-    while out and out[-1].strip() in ("", ","):
-        out.pop()
-
-
-def _orphan_key(out: list[str]) -> bool:
-    """Whether the last piece is a key with no colon after it (preceded by ``{`` or ``,``)."""
-    j = len(out) - 2
-    while j >= 0 and out[j].isspace():
-        j -= 1
-    return j >= 0 and out[j] in ("{", ",")
 
 
 def _drop_trailing_comma(out: list[str]) -> None:

@@ -59,6 +59,7 @@ class ChatReply:
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cut_off: bool = False  # the model stopped at max_tokens, not because it had finished
 
 
 def estimate_tokens(text: str) -> int:
@@ -160,8 +161,11 @@ class BaseLLM:
         for attempt in range(self.max_retries + 1):
             request = ChatRequest(conversation, max_tokens or self.max_tokens, self.temperature,
                                   json_schema=json_schema, schema_name=schema.__name__, stage=stage)
-            raw = self._send(request, stage).text
+            reply = self._send(request, stage)
+            raw = reply.text
             try:
+                if reply.cut_off:  # even if the text happens to parse, the answer is incomplete
+                    raise JSONRepairError(f"the answer was cut off at max_tokens={request.max_tokens}")
                 return parse_output(raw, schema)
             except (JSONRepairError, ValidationError) as exc:
                 problem = _describe(exc)

@@ -83,6 +83,7 @@ class LlamaCppLLM(BaseLLM):
             deadline = time.monotonic() + self.timeout_s
             pieces: list[str] = []
             chunks = 0
+            finish = None
             try:
                 # Streaming lets the call stop at the deadline between two tokens; llama.cpp's
                 # chat API takes no stopping criteria.
@@ -95,6 +96,7 @@ class LlamaCppLLM(BaseLLM):
                     if delta.get("content"):
                         pieces.append(delta["content"])
                         chunks += 1
+                    finish = chunk["choices"][0].get("finish_reason") or finish
                     if time.monotonic() > deadline:
                         stream.close()
                         raise LLMTimeoutError(f"llama.cpp did not finish within {self.timeout_s:g}s")
@@ -104,4 +106,4 @@ class LlamaCppLLM(BaseLLM):
             prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False))
         # The stream reports no usage: prompt tokens are counted without the chat template's few
         # markers, completion tokens are the streamed pieces (one token each).
-        return ChatReply("".join(pieces), prompt_tokens + 4 * len(messages), chunks)
+        return ChatReply("".join(pieces), prompt_tokens + 4 * len(messages), chunks, cut_off=finish == "length")

@@ -144,7 +144,8 @@ class OpenAICompatibleLLM(BaseLLM):
         usage = resp.usage
         return ChatReply(text,
                          usage.prompt_tokens if usage is not None else None,
-                         usage.completion_tokens if usage is not None else None)
+                         usage.completion_tokens if usage is not None else None,
+                         cut_off=resp.choices[0].finish_reason == "length")
 
     def _where(self) -> str:
         return self.base_url or "api.openai.com"

@@ -2,8 +2,9 @@
 
 The model sees one older *target* memory and the newer *candidate* memories most similar to it,
 each with its date, and answers ``{"action": "update"|"delete"|"ignore", "new_memory": ...,
-"sources": [...]}``. ``sources`` (optional) lists the candidate numbers whose information went into
-an update, so the updated memory cites only the turns it really draws on.
+"sources": [...]}``. ``sources`` lists the candidate numbers an update draws on or a delete rests
+on: required for both, so the updated memory cites only the turns it really draws on, and an answer
+that names no valid candidate is never applied.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 from .._models._llm_base import ChatMessage
 
-UPDATE_PROMPT_VERSION = "update-v1"
+UPDATE_PROMPT_VERSION = "update-v2"
 
 UPDATE_SYSTEM = """\
 You maintain a long-term memory. You get one TARGET memory and a numbered list of CANDIDATE \
@@ -22,12 +23,12 @@ memories that were recorded at the same time or later. Decide what should happen
 one self-contained statement that combines the target with that detail, keeping names, numbers \
 and dates. List the numbers of the candidates you used in "sources".
 - "delete": a candidate states something newer that directly contradicts the target, so the \
-target is no longer true. The candidate itself stays in memory.
+target is no longer true. The candidate itself stays in memory. List the contradicting candidates' numbers in "sources".
 - "ignore": the candidates are about other things, only related in topic, or add nothing; also \
 when they merely repeat the target. Two different facts that can both be true are not a conflict: \
 answer "ignore" for them.
 
-When unsure, answer "ignore". Answer with JSON only:
+"update" and "delete" must list at least one candidate number in "sources". When unsure, answer "ignore". Answer with JSON only:
 {"action": "update" | "delete" | "ignore", "new_memory": "text or null", "sources": [numbers]}
 
 Examples.

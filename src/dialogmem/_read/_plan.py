@@ -23,7 +23,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
-from .._errors import LLMError
+from .._backends import with_fallback
+from .._errors import LLMOutputError
 from .._models._llm_base import LLMClient
 from .._prompts import plan as plan_prompt
 from .._text import entities as find_entities
@@ -248,7 +249,7 @@ def _union(*lists: Sequence[str], cap: int = 16) -> list[str]:
 
 
 class LLMPlanner:
-    """Plans with the LLM (stage ``plan``); any ``LLMError`` gives the rules plan instead."""
+    """Plans with the LLM (stage ``plan``); an unusable answer gives the rules plan instead."""
 
     def __init__(self, llm: LLMClient, fallback: RulePlanner | None = None) -> None:
         self.llm = llm
@@ -261,13 +262,15 @@ class LLMPlanner:
                                    known_speakers=known_speakers)
         messages = plan_prompt.build_messages(query, reference_time=ref, recent_context=recent_context or (),
                                               known_speakers=known_speakers)
-        try:
+
+        def attempt() -> QueryPlan:
             out = self.llm.complete_json(messages, PlanOutput, stage="plan")
-            return self._merge(query, out, rules, ref, known_speakers)
-        except (LLMError, ValidationError, ValueError) as exc:
-            logger.warning("LLM planner failed (%s); using the rules plan", exc)
-            self.llm.usage.record("llm", "plan", calls=0, fallbacks=1)
-            return rules
+            try:
+                return self._merge(query, out, rules, ref, known_speakers)
+            except (ValidationError, ValueError) as exc:
+                raise LLMOutputError(f"unusable plan: {exc}", stage="plan") from exc
+
+        return with_fallback(self.llm, "plan", attempt, lambda: rules)
 
     @staticmethod
     def _merge(query: str, out: PlanOutput, rules: QueryPlan, ref: datetime,

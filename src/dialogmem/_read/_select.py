@@ -26,7 +26,8 @@ from typing import Protocol
 import numpy as np
 from pydantic import BaseModel
 
-from .._errors import LLMError
+from .._backends import with_fallback
+from .._errors import LLMOutputError
 from .._models._llm_base import LLMClient
 from .._prompts import select as select_prompt
 from .._text import content_tokens, tokens
@@ -165,22 +166,16 @@ class LLMSelector:
                  for i, c in enumerate(candidates, start=1)]
         messages = select_prompt.build_messages(query, lines, k=k,
                                                 hypothetical_queries=[h.text for h in plan.hqs])
-        try:
-            out = self.llm.complete_json(messages, SelectOutput, stage="select")
-        except LLMError as exc:
-            logger.warning("LLM selector failed (%s); selecting with the rules", exc)
-            return self._fallback(query, plan, candidates, k)
-        chosen: list[int] = []
-        for n in out.ids:
-            if 1 <= n <= len(candidates) and n - 1 not in chosen:
-                chosen.append(n - 1)
-        if not chosen:
-            logger.warning("LLM selector named none of the %d candidates; selecting with the rules",
-                           len(candidates))
-            return self._fallback(query, plan, candidates, k)
-        return [ScoredRecord(record=candidates[i].record, score=candidates[i].score) for i in chosen[:k]]
 
-    def _fallback(self, query: str, plan: QueryPlan, candidates: list[ScoredRecord], k: int
-                  ) -> list[ScoredRecord]:
-        self.llm.usage.record("llm", "select", calls=0, fallbacks=1)
-        return self.fallback.select(query, plan, candidates, k)
+        def attempt() -> list[ScoredRecord]:
+            out = self.llm.complete_json(messages, SelectOutput, stage="select")
+            chosen: list[int] = []
+            for n in out.ids:
+                if 1 <= n <= len(candidates) and n - 1 not in chosen:
+                    chosen.append(n - 1)
+            if not chosen:
+                raise LLMOutputError(f"named none of the {len(candidates)} candidates", stage="select")
+            return [ScoredRecord(record=candidates[i].record, score=candidates[i].score) for i in chosen[:k]]
+
+        return with_fallback(self.llm, "select", attempt,
+                             lambda: self.fallback.select(query, plan, candidates, k))

@@ -29,7 +29,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, field_validator
 
-from .._errors import LLMError
+from .._backends import with_fallback
+from .._errors import LLMOutputError
 from .._models._llm_base import LLMClient
 from .._prompts.update import render_update_messages
 from .._text import content_tokens
@@ -147,29 +148,34 @@ class LLMUpdater:
         ordered = sorted(sources, key=lambda s: age_key(s.record))  # oldest first reads as a story
         messages = render_update_messages(
             (target.time_stamp, target.memory), [(s.record.time_stamp, s.record.memory) for s in ordered])
-        try:
-            answer = self._llm.complete_json(messages, UpdateAnswer, stage=STAGE,
-                                             max_tokens=self._max_tokens)
-        except LLMError as exc:
-            return self._fall_back(target, sources, f"LLM failed: {exc}")
-        used = [ordered[i - 1].record.id for i in dict.fromkeys(answer.sources) if 1 <= i <= len(ordered)]
-        used = used or [s.record.id for s in ordered]
-        if answer.action == "update":
-            text = " ".join((answer.new_memory or "").split())
-            if not text or text.lower() in {"null", "none"}:
-                return self._fall_back(target, sources, "'update' without new_memory")
-            if text == target.memory:
-                return UpdateDecision(target_id=target.id, action="ignore", method="llm")
-            return UpdateDecision(target_id=target.id, action="update", new_memory=text,
-                                  source_ids=used, method="llm")
-        if answer.action == "delete":
-            return UpdateDecision(target_id=target.id, action="delete", source_ids=used, method="llm")
-        return UpdateDecision(target_id=target.id, action="ignore", method="llm")
 
-    def _fall_back(self, target: MemoryRecord, sources: Sequence[ScoredRecord], why: str) -> UpdateDecision:
-        logger.warning("update of %s: %s; using the rule updater", target.id, why)
-        self._llm.usage.record("llm", STAGE, calls=0, fallbacks=1)
-        return self._fallback.decide(target, sources)
+        def attempt() -> UpdateDecision:
+            answer = self._llm.complete_json(messages, UpdateAnswer, stage=STAGE, max_tokens=self._max_tokens)
+            return _decision(target, answer, ordered)
+
+        return with_fallback(self._llm, STAGE, attempt, lambda: self._fallback.decide(target, sources),
+                             what=f"update of {target.id}")
+
+
+def _decision(target: MemoryRecord, answer: UpdateAnswer, ordered: Sequence[ScoredRecord]) -> UpdateDecision:
+    """The decision an answer stands for; an update or delete must name the queue entries it rests
+    on, every one of them valid, or the answer is unusable (it is never applied to entries it did
+    not name)."""
+    if answer.action == "ignore":
+        return UpdateDecision(target_id=target.id, action="ignore", method="llm")
+    numbers = list(dict.fromkeys(answer.sources))
+    if not numbers or any(not 1 <= n <= len(ordered) for n in numbers):
+        raise LLMOutputError(f"'{answer.action}' must name sources among 1..{len(ordered)}, got {answer.sources}",
+                             stage=STAGE)
+    used = [ordered[n - 1].record.id for n in numbers]
+    if answer.action == "delete":
+        return UpdateDecision(target_id=target.id, action="delete", source_ids=used, method="llm")
+    text = " ".join((answer.new_memory or "").split())
+    if not text or text.lower() in {"null", "none"}:
+        raise LLMOutputError("'update' without new_memory", stage=STAGE)
+    if text == target.memory:
+        return UpdateDecision(target_id=target.id, action="ignore", method="llm")
+    return UpdateDecision(target_id=target.id, action="update", new_memory=text, source_ids=used, method="llm")
 
 
 # ---------------------------------------------------------------- planning and applying

@@ -20,7 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, field_validator
 
-from .._errors import LLMError
+from .._backends import with_fallback
 from .._models._llm_base import LLMClient
 from .._prompts.extract import render_extraction_messages
 from .._text import content_tokens, entities, is_filler, memory_keywords
@@ -249,15 +249,13 @@ class LLMExtractor:
                 rendered.append(render_line(sid, t))
                 sid += 1
             lines.append((topic_no, rendered))
-        try:
+        def attempt() -> list[ExtractedFact]:
             out = self._llm.complete_json(render_extraction_messages(lines), ExtractionOutput,
                                           stage=STAGE, max_tokens=self._max_tokens)
-        except LLMError as exc:
-            logger.warning("extraction LLM failed for %d turns, using rule extraction: %s",
-                           len(turns), exc)
-            self._llm.usage.record("llm", STAGE, calls=0, fallbacks=1)
-            return self._fallback.extract([turns], previous=previous)
-        return self._map_facts(out, turns)
+            return self._map_facts(out, turns)
+
+        return with_fallback(self._llm, STAGE, attempt, lambda: self._fallback.extract([turns], previous=previous),
+                             what=f"{len(turns)} turns")
 
     def _map_facts(self, out: ExtractionOutput, turns: list[BufferedTurn]) -> list[ExtractedFact]:
         ranked: list[tuple[int, int, ExtractedFact]] = []

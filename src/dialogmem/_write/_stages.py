@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import ConfigError
+from .._backends import use_llm
 from .._models._embed_base import Embedder
 from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
@@ -44,17 +44,15 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
             opts["model_path"] = settings.compressor_model
     compressor = make_compressor(settings.compressor, **opts)
     rules = RuleExtractor(context_turns=settings.context_turns)
-    if settings.extractor == "llm" and not llm.available:
-        raise ConfigError("write.extractor = 'llm' needs an LLM: set llm.backend (DIALOGMEM_LLM__BACKEND)")
-    use_llm = settings.extractor == "llm" or (settings.extractor == "auto" and llm.available)
-    extractor: Extractor = LLMExtractor(llm, fallback=rules) if use_llm else rules
+    llm_extracts = use_llm("write.extractor", settings.extractor, llm)
+    extractor: Extractor = LLMExtractor(llm, fallback=rules) if llm_extracts else rules
     segmenter_name = settings.segmenter
     if segmenter_name == "auto":
-        segmenter_name = "attention" if use_llm else "none"
+        segmenter_name = "attention" if llm_extracts else "none"
     sensory = settings.sensory_tokens
     if sensory is None:
-        sensory = 512 if use_llm else 0
+        sensory = 512 if llm_extracts else 0
     threshold = settings.stm_threshold
     if threshold is None:
-        threshold = 512 if use_llm else 0
+        threshold = 512 if llm_extracts else 0
     return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder, sensory, threshold)
