@@ -28,7 +28,8 @@ target is no longer true. The candidate itself stays in memory. List the contrad
 when they merely repeat the target. Two different facts that can both be true are not a conflict: \
 answer "ignore" for them.
 
-"update" and "delete" must list at least one candidate number in "sources". When unsure, answer "ignore". Answer with JSON only:
+"update" and "delete" must list at least one candidate number in "sources". When unsure, \
+answer "ignore". Answer with JSON only:
 {"action": "update" | "delete" | "ignore", "new_memory": "text or null", "sources": [numbers]}
 
 Examples.
