@@ -50,10 +50,11 @@ def test_invalid_utf8_bytes_are_rejected(mem: Memory) -> None:
         mem.add([{"content": b"\xff\xfe broken"}], "u")
 
 
-def test_one_megabyte_turn_is_stored_intact(mem: Memory) -> None:
+def test_one_megabyte_turn_is_stored_intact(make_memory: Any) -> None:
+    mem = make_memory(write={"max_turn_chars": 1_000_000})  # the default limit is 200,000 characters
     big = ("The quick brown fox jumps over the lazy dog. " * 23000)[:1_000_000]
     mem.add([{"content": big, "id": "big"}], "u", timestamp="2024-01-01T00:00:00", flush=True)
-    turns = mem._journal.turns("u", ids=["big"])
+    turns = mem._parts.journal.turns("u", ids=["big"])
     assert turns[0].content == big  # the raw turn is kept byte for byte
     assert mem.search("quick brown fox", "u").hits[0].source_turn_ids == ["big"]
 
@@ -69,7 +70,8 @@ def test_unknown_user(mem: Memory) -> None:
     assert mem.get_all("ghost") == []
     with pytest.raises(NotFoundError):
         mem.get("00000000-0000-0000-0000-000000000000", "ghost")
-    assert mem.stats("ghost")["counts"] == {"memories": 0, "turns": 0, "pending_turns": 0}
+    assert mem.stats("ghost")["counts"] == {"memories": 0,
+        "evicted": 0, "turns": 0, "pending_turns": 0, "quarantined_turns": 0}
 
 
 @pytest.mark.parametrize("user", ["", "   ", None, 5, "a" * 300, "tab\tuser"])

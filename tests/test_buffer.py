@@ -1,4 +1,4 @@
-"""Sensory / STM buffers as a state machine (write/_buffer.py).
+"""Which pending turns are due for extraction (write/_buffer.py, pure) and the stages around it.
 
 Real parts: the "none" compressor, the "none" and "similarity" segmenters (real MiniLM), the rule
 extractor, and the LLM extractor driven by ``ScriptedLLM`` (a scripted fake, NOT a model).
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from dialogmem._errors import ConfigError
-from dialogmem._models import ChatMessage, ScriptedLLM
-from dialogmem._write._buffer import WriteBuffer
+from dialogmem._models import ChatMessage, LocalEmbedder, ScriptedLLM
+from dialogmem._write import BufferPolicy, WriteStages, due_batch, topic_id
 from dialogmem._write._compress import CompressResult, NoCompressor
-from dialogmem._write._extract import BufferedTurn, ExtractedFact, LLMExtractor, RuleExtractor
+from dialogmem._write._extract import BufferedTurn, LLMExtractor, RuleExtractor
 from dialogmem._write._segment import NoSegmenter, make_segmenter
 from dialogmem._write._tokens import count_tokens
 
@@ -34,203 +34,137 @@ class MarkerSegmenter:
         return [i for i, t in enumerate(turns) if i > 0 and t.startswith("#")]
 
 
-class RecordingExtractor(RuleExtractor):
-    """The real rule extractor, recording the batches it was given."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.batches: list[list[list[str]]] = []
-        self.previous: list[list[str]] = []
-
-    def extract(self, batch, *, previous=()):  # type: ignore[no-untyped-def]
-        self.batches.append([[t.turn_id for t in seg] for seg in batch])
-        self.previous.append([t.turn_id for t in previous])
-        return super().extract(batch, previous=previous)
-
-
-class FailingExtractor:
-    """Test stand-in: an extractor that crashes (as a bug would)."""
-
-    def extract(self, batch, *, previous=()):  # type: ignore[no-untyped-def]
-        raise RuntimeError("extractor crashed")
-
-
-def bt(tid: str, text: str, *, speaker: str = "Ann", session: str | None = "s1",
-       minute: int = 0) -> BufferedTurn:
+def bt(tid: str, text: str, *, speaker: str = "Ann", session: str | None = "s1", minute: int = 0) -> BufferedTurn:
     return BufferedTurn(turn_id=tid, speaker=speaker, text=text, time_stamp=f"2023-05-08T13:{minute:02d}:00",
                         float_time_stamp=1683550800.0 + minute * 60, weekday="Mon", session_id=session)
 
 
-WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+def marker_cuts(texts: list[str]) -> list[int]:
+    return MarkerSegmenter().boundaries(texts)
 
 
-def sized(tid: str, n_tokens: int, *, marker: bool = False, **kw: object) -> BufferedTurn:
-    """A turn of exactly ``n_tokens`` tokens as the buffers count them."""
-    words = (["#"] if marker else []) + [WORDS[i % len(WORDS)] for i in range(n_tokens)]
-    while count_tokens(" ".join(words)) > n_tokens:
-        words.pop()
-    text = " ".join(words)
-    assert count_tokens(text) == n_tokens
-    return bt(tid, text, **kw)  # type: ignore[arg-type]
+def seg_ids(batch: list[list[BufferedTurn]]) -> list[list[str]]:
+    return [[t.turn_id for t in seg] for seg in batch]
 
 
-def ids(facts: list[ExtractedFact]) -> list[str]:
-    return [tid for f in facts for tid in f.source_turn_ids]
+def test_nothing_is_due_until_both_buffers_are_full() -> None:
+    policy = BufferPolicy(sensory_tokens=10, stm_threshold=10)
+    turns = [bt("a", "x"), bt("b", "# y"), bt("c", "z")]
+    assert due_batch(turns, [6, 6, 6], policy, force=False, boundaries=marker_cuts) == []  # 18 < 20
+    turns.append(bt("d", "# w"))
+    batch = due_batch(turns, [6, 6, 6, 3], policy, force=False, boundaries=marker_cuts)
+    # The last topic ("d", 3 tokens) may go on: it stays pending, LightMem's residual.
+    assert seg_ids(batch) == [["a"], ["b", "c"]]
 
 
-def test_sensory_fill_segments_and_carries_the_residual() -> None:
-    seg, ext = MarkerSegmenter(), RecordingExtractor()
-    buf = WriteBuffer(NoCompressor(), seg, ext, sensory_tokens=30, stm_threshold=1000)
-    assert buf.push([sized("a", 8), sized("b", 8)]) == []
-    assert seg.calls == []  # 16 < 30: no segmentation yet
-    buf.push([sized("c", 8, marker=True), sized("d", 8)])  # 32 ≥ 30 → segment: [a b] | [c d]
-    assert len(seg.calls) == 1
-    assert buf.pending_turn_ids() == ["a", "b", "c", "d"]
-    assert [t.turn_id for t in buf.pending_turns()] == ["a", "b", "c", "d"]
-    assert buf.stm_token_count == 16 and buf.sensory_token_count == 16  # [c d] carried over
-    held = {t.turn_id: t.topic_id for t in buf.pending_turns()}
-    assert held["a"] == held["b"] == 0 and held["c"] == -1  # the residual has no topic yet
-    facts = buf.flush()
-    assert ext.batches == [[["a", "b"], ["c", "d"]]]
-    assert ids(facts) == ["a", "b", "c", "d"]
-    assert [f.topic_id for f in facts] == [0, 0, 1, 1]
-    assert buf.pending_turn_ids() == [] and buf.next_topic_id == 2
+def test_a_last_segment_that_fills_the_sensory_buffer_is_taken() -> None:
+    policy = BufferPolicy(sensory_tokens=10, stm_threshold=5)
+    turns = [bt("a", "x"), bt("b", "# y"), bt("c", "z")]
+    batch = due_batch(turns, [3, 6, 6], policy, force=False, boundaries=marker_cuts)
+    assert seg_ids(batch) == [["a"], ["b", "c"]]  # "b"+"c" = 12 tokens >= sensory 10
 
 
-def test_stm_threshold_triggers_extraction() -> None:
-    ext = RecordingExtractor()
-    buf = WriteBuffer(NoCompressor(), MarkerSegmenter(), ext, sensory_tokens=20, stm_threshold=30)
-    out: list[ExtractedFact] = []
-    turns = [sized(f"t{i}", 10, marker=(i % 2 == 0)) for i in range(8)]
-    for t in turns:
-        out += buf.push([t])
-    # Segments of 2 turns (20 tokens) reach STM one by one; at 40 ≥ 30 tokens STM is extracted.
-    assert ext.batches[0] == [["t0", "t1"], ["t2", "t3"]]
-    assert ids(out) == [tid for batch in ext.batches for seg in batch for tid in seg]
-    out += buf.flush()
-    assert ids(out) == [t.turn_id for t in turns]
-    topics = [f.topic_id for f in out]
-    assert topics == sorted(topics) and topics == [0, 0, 1, 1, 2, 2, 3, 3]
+def test_immediate_policy_takes_every_turn_at_once_cut_by_session() -> None:
+    turns = [bt("a", "x", session="s1"), bt("b", "y", session="s1"), bt("c", "z", session="s2")]
+    batch = due_batch(turns, [1, 1, 1], BufferPolicy(), force=False, boundaries=marker_cuts)
+    assert seg_ids(batch) == [["a", "b"], ["c"]]
+    assert BufferPolicy().immediate and not BufferPolicy(1, 0).immediate
 
 
-def test_threshold_zero_extracts_every_segment_at_once() -> None:
-    ext = RecordingExtractor()
-    buf = WriteBuffer(NoCompressor(), NoSegmenter(), ext, sensory_tokens=0, stm_threshold=0)
-    facts = buf.push([bt("x", "I bought a red kayak."), bt("y", "It was cheap.", minute=1)])
-    assert ids(facts) == ["x", "y"] and ext.batches == [[["x"]], [["y"]]]
-    assert ext.previous == [[], ["x"]]  # the turn extracted before is handed on as context
-    assert [f.topic_id for f in facts] == [0, 1]
-    assert buf.pending_turn_ids() == []
+def test_force_takes_everything_and_session_changes_always_cut() -> None:
+    policy = BufferPolicy(sensory_tokens=100, stm_threshold=100)
+    turns = [bt("a", "x", session="s1"), bt("b", "y", session="s2"), bt("c", "# z", session="s2")]
+    assert due_batch(turns, [1, 1, 1], policy, force=False, boundaries=marker_cuts) == []
+    batch = due_batch(turns, [1, 1, 1], policy, force=True, boundaries=marker_cuts)
+    assert seg_ids(batch) == [["a"], ["b"], ["c"]]
 
 
-def test_residual_that_fills_the_buffer_is_committed() -> None:
-    # No boundary at all: the buffer must not grow without bound.
-    buf = WriteBuffer(NoCompressor(), NoSegmenter(), RuleExtractor(), sensory_tokens=20, stm_threshold=1000)
-    buf.push([sized("a", 12), sized("b", 12)])
-    assert buf.sensory_token_count == 0 and buf.stm_token_count == 24
+def test_topic_ids_are_stable_per_segment() -> None:
+    turns = [bt("a", "x"), bt("b", "# y")]
+    one = due_batch(turns, [1, 1], BufferPolicy(1, 0), force=True, boundaries=marker_cuts)
+    two = due_batch(turns, [1, 1], BufferPolicy(1, 0), force=True, boundaries=marker_cuts)
+    assert [t.topic_id for s in one for t in s] == [t.topic_id for s in two for t in s]
+    assert one[0][0].topic_id == topic_id([turns[0]]) != one[1][0].topic_id
 
 
-def test_session_change_starts_a_segment() -> None:
-    ext = RecordingExtractor()
-    buf = WriteBuffer(NoCompressor(), NoSegmenter(), ext, sensory_tokens=1000, stm_threshold=1000)
-    buf.push([bt("a", "one", session="s1"), bt("b", "two", session="s1"), bt("c", "three", session="s2")])
-    buf.flush()
-    assert ext.batches == [[["a", "b"], ["c"]]]
+def test_negative_sizes_are_rejected() -> None:
+    with pytest.raises(ConfigError):
+        BufferPolicy(sensory_tokens=-1)
 
 
-def test_extractor_failure_keeps_the_batch_pending() -> None:
-    buf = WriteBuffer(NoCompressor(), NoSegmenter(), FailingExtractor(), sensory_tokens=0, stm_threshold=0)
-    with pytest.raises(RuntimeError):
-        buf.push([bt("a", "I like tea.")])
-    assert buf.pending_turn_ids() == ["a"]
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder().load()
 
 
-def test_replayed_turn_ids_are_not_buffered_twice() -> None:
-    buf = WriteBuffer(NoCompressor(), NoSegmenter(), RuleExtractor(), sensory_tokens=1000, stm_threshold=1000)
-    buf.push([bt("a", "I like tea."), bt("b", "And cake.")])
-    buf.push([bt("a", "I like tea."), bt("c", "Also jam.")])
-    assert buf.pending_turn_ids() == ["a", "b", "c"]
-    assert ids(buf.flush()) == ["a", "b", "c"]
+def stages(embedder: LocalEmbedder, *, compressor: object = None, segmenter: object = None,
+           policy: BufferPolicy = BufferPolicy(0, 0), extractor: object = None) -> WriteStages:
+    return WriteStages(compressor or NoCompressor(), segmenter or NoSegmenter(),  # type: ignore[arg-type]
+                       extractor or RuleExtractor(), embedder, policy)  # type: ignore[arg-type]
 
 
-def test_empty_compression_keeps_the_original_text() -> None:
+def test_empty_compression_keeps_the_original_text(embedder: LocalEmbedder) -> None:
     class DropAll:
-        """Test stand-in compressor that removes everything."""
+        """Test stand-in compressor that removes everything, counting its calls."""
+
+        calls = 0
 
         def compress(self, text: str) -> CompressResult:
             return CompressResult(text="", original_tokens=count_tokens(text), compressed_tokens=0)
 
         def compress_many(self, texts: list[str]) -> list[CompressResult]:
+            DropAll.calls += len(texts)
             return [self.compress(t) for t in texts]
 
-    buf = WriteBuffer(DropAll(), NoSegmenter(), RuleExtractor(), sensory_tokens=1000, stm_threshold=1000)
-    buf.push([bt("a", "Bought a kayak in Oslo.")])
-    assert buf.pending_turns()[0].compressed == "Bought a kayak in Oslo."
-    assert buf.sensory_token_count == count_tokens("Bought a kayak in Oslo.")
-    (fact,) = buf.flush()
+    s = stages(embedder, compressor=DropAll(), policy=BufferPolicy(1000, 1000))
+    turn = bt("a", "Bought a kayak in Oslo.")
+    assert s.due([turn], force=False) == []
+    ((kept,),) = s.due([turn], force=True)
+    assert kept.compressed == "Bought a kayak in Oslo."
+    assert DropAll.calls == 1  # the second decision reused the first compression
+    (fact,) = RuleExtractor().extract([[kept]])
     assert fact.fact == "Ann: Bought a kayak in Oslo."
 
 
-def test_negative_sizes_are_rejected() -> None:
-    with pytest.raises(ConfigError):
-        WriteBuffer(NoCompressor(), NoSegmenter(), RuleExtractor(), sensory_tokens=-1)
-
-
-def test_real_similarity_segmenter_with_embed_fn() -> None:
-    segmenter = make_segmenter("similarity")
-    embedded: list[list[str]] = []
-
-    def embed(texts: list[str]) -> np.ndarray:
-        embedded.append(list(texts))
-        return segmenter._embeddings(texts, None)  # the segmenter's own MiniLM: real vectors
-
-    ext = RecordingExtractor()
-    buf = WriteBuffer(NoCompressor(), segmenter, ext, sensory_tokens=60, stm_threshold=0, embed_fn=embed)
+def test_real_similarity_segmenter_cuts_at_the_topic_change(embedder: LocalEmbedder) -> None:
+    s = stages(embedder, segmenter=make_segmenter("similarity"), policy=BufferPolicy(60, 0))
     turns = [bt("p1", "I planted tomatoes and basil in my garden this spring.", minute=0),
              bt("p2", "The tomatoes in the garden need watering every morning.", minute=1),
              bt("p3", "My garden basil grows fast next to the tomatoes.", minute=2),
              bt("q1", "My laptop crashed and I lost my thesis files.", minute=3),
              bt("q2", "The laptop repair shop says the hard drive failed.", minute=4),
              bt("q3", "I should back up my thesis to the cloud.", minute=5)]
-    facts = buf.push(turns) + buf.flush()
-    assert embedded and embedded[0][0] == turns[0].text
-    assert ids(facts) == [t.turn_id for t in turns]
-    # The buffer filled at the sixth turn; the garden/laptop change is the cut, and the laptop
-    # turns (whose topic might go on) waited in the sensory buffer until the flush.
-    assert ext.batches[0] == [["p1", "p2", "p3"]]
-    assert [tid for batch in ext.batches[1:] for seg in batch for tid in seg] == ["q1", "q2", "q3"]
+    # The garden/laptop change is the cut; the laptop turns (whose topic may go on) stay pending.
+    assert seg_ids(s.due(turns, force=False)) == [["p1", "p2", "p3"]]
+    flushed = s.due(turns[3:], force=True)  # a flush takes every pending turn, in order
+    assert [tid for seg in seg_ids(flushed) for tid in seg] == ["q1", "q2", "q3"]
 
-
-# ---------------------------------------------------------------- with the LLM extractor
 
 LINE = re.compile(r"^\[[^\]]+\] (\d+)\.([^:]+): (.*)$")
 
 
-def test_buffer_with_llm_extractor_multiparty() -> None:
+def test_llm_extractor_on_a_due_batch_multiparty(embedder: LocalEmbedder) -> None:
     seen: list[list[str]] = []
 
     def script(stage: str, messages: list[ChatMessage]) -> str:
-        lines = [LINE.match(ln) for ln in messages[-1]["content"].splitlines()]
-        lines = [m for m in lines if m]
+        lines = [m for m in (LINE.match(ln) for ln in messages[-1]["content"].splitlines()) if m]
         seen.append([m.group(2) for m in lines])
         # Facts for Cy's turns only; the rest must still be covered.
         data = [{"source_id": int(m.group(1)), "fact": f"{m.group(2)} said: {m.group(3)}"}
                 for m in lines if m.group(2) == "Cy"]
         return json.dumps({"data": data})
 
-    llm = ScriptedLLM(script)
-    buf = WriteBuffer(NoCompressor(), MarkerSegmenter(), LLMExtractor(llm),
-                      sensory_tokens=40, stm_threshold=0)
+    s = stages(embedder, segmenter=MarkerSegmenter(), policy=BufferPolicy(40, 0),
+               extractor=LLMExtractor(ScriptedLLM(script)))
     turns = [bt("m3", "I repaired the old bike.", speaker="Ann"),
              bt("m1", "Cy here, I painted the fence blue.", speaker="Cy", minute=1),
              bt("m9", "# New topic: Cy booked flights to Lima.", speaker="Cy", minute=2),
              bt("m2", "Bob thinks Lima is lovely in June.", speaker="Bob", minute=3),
              bt("m5", "ok", speaker="Bob", minute=4)]
-    facts = buf.push(turns) + buf.flush()
+    facts = s.extractor.extract(s.due(turns, force=True))
     assert [spk for call in seen for spk in call] == ["Ann", "Cy", "Cy", "Bob", "Bob"]
     by_id = {tid: f for f in facts for tid in f.source_turn_ids}
     assert set(by_id) == {"m3", "m1", "m9", "m2"}  # "ok" is filler and got no fact
     assert by_id["m1"].fact == "Cy said: Cy here, I painted the fence blue." and by_id["m1"].method == "llm"
     assert by_id["m3"].method == "rule" and by_id["m3"].fact == "Ann: I repaired the old bike."
-    assert by_id["m9"].topic_id > by_id["m1"].topic_id
-    assert buf.pending_turn_ids() == []
+    assert by_id["m9"].topic_id != by_id["m1"].topic_id

@@ -48,7 +48,8 @@ def test_id_verbs_treat_foreign_ids_as_missing(two_users: Memory) -> None:
 def test_counts_and_forget_are_scoped(two_users: Memory) -> None:
     mem = two_users
     alice_count = mem.stats("alice")["counts"]["memories"]
-    assert mem.stats("bob")["counts"] == {"memories": 1, "turns": 1, "pending_turns": 0}
+    assert mem.stats("bob")["counts"] == {"memories": 1,
+        "evicted": 0, "turns": 1, "pending_turns": 0, "quarantined_turns": 0}
     assert mem.forget_user("bob") == {"memories": 1, "turns": 1}
     assert mem.stats("alice")["counts"]["memories"] == alice_count
     assert mem.forget_user("nobody") == {"memories": 0, "turns": 0}

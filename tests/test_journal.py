@@ -1,15 +1,18 @@
-"""The SQLite journal on its own: migrations, idempotency, never deleting on open."""
+"""The SQLite journal on its own: migrations, idempotency, one commit per change set, never
+deleting on open."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from dialogmem import InputError, SchemaVersionError
-from dialogmem._journal import SCHEMA_VERSION, Journal
-from dialogmem._types import Event, HistoryEntry, Turn
+from dialogmem import InputError, SchemaVersionError, StoreError
+from dialogmem._changes import ChangeSet, MemoryRemoval, MemoryWrite
+from dialogmem._journal import SCHEMA_VERSION, IndexState, Journal, TurnStatus
+from dialogmem._types import Event, MemoryRecord, Turn
 from dialogmem._usage import StageUsage
 
 
@@ -18,27 +21,65 @@ def _turn(i: int, user: str = "u", content: str | None = None) -> Turn:
                 time_stamp="2024-01-01T00:00:00.000", float_time_stamp=1704067200.0 + i, weekday="Mon")
 
 
+def _record(i: int, user: str = "u", text: str = "memory") -> MemoryRecord:
+    return MemoryRecord(id=f"00000000-0000-0000-0000-{i:012d}", user_id=user, memory=f"{text} {i}",
+                        time_stamp="2024-01-01T00:00:00", float_time_stamp=1704067200.0 + i, weekday="Mon",
+                        created_at=1.0, updated_at=1.0, source_turn_ids=[f"t{i}"])
+
+
+def _write(record: MemoryRecord, event: Event = Event.ADD) -> MemoryWrite:
+    return MemoryWrite(record=record, event=event, actor="test", vector=np.ones(4, dtype=np.float32))
+
+
+def _vectors(cs: ChangeSet) -> dict[str, np.ndarray]:
+    return {w.record.id: w.vector for w in cs.writes if w.vector is not None}
+
+
 def test_wal_and_schema_version(tmp_path: Path) -> None:
     j = Journal(tmp_path / "j.sqlite3")
     assert j.schema_version == SCHEMA_VERSION
     assert j._query("PRAGMA journal_mode")[0][0] == "wal"
+    assert len(j.meta("store_id") or "") == 32
     j.close()
 
 
 def test_reopen_keeps_rows_and_migrations_run_once(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite3"
     j = Journal(path)
-    j.append_turns([_turn(1), _turn(2)])
-    j.add_history([("u", HistoryEntry(memory_id="m", event=Event.ADD, old_memory=None, new_memory="x",
-                                      timestamp=1.0, actor="write"))])
+    cs = ChangeSet("u", turns=[_turn(1), _turn(2)], writes=[_write(_record(1))], processed=["t1"])
+    j.commit(cs, _vectors(cs))
     j.add_usage({("llm", "add_memory"): StageUsage(calls=2, prompt_tokens=10, completion_tokens=5)})
+    store_id = j.meta("store_id")
     j.close()
     for _ in range(2):
         j = Journal(path)
         assert [t.id for t in j.turns("u")] == ["t1", "t2"]
-        assert len(j.history("m", "u")) == 1
+        assert [t.id for t in j.pending_turns("u")] == ["t2"]
+        assert len(j.history(_record(1).id, "u")) == 1
+        assert j.memory("u", _record(1).id) == _record(1)
         assert j.usage()[("llm", "add_memory")].total_tokens == 15
+        assert j.meta("store_id") == store_id
         j.close()
+
+
+def test_a_v1_journal_is_migrated_without_losing_a_row(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.commit()
+    from dialogmem._journal._schema import MIGRATIONS
+
+    MIGRATIONS[1](db)
+    db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    db.execute("INSERT INTO turns (id, user_id, speaker, content, time_stamp, float_time_stamp, weekday, "
+               "created_at) VALUES ('t1', 'u', 'A', 'hello', '2024-01-01T00:00:00', 0, 'Mon', 0)")
+    db.commit()
+    db.close()
+    j = Journal(path)
+    assert j.schema_version == SCHEMA_VERSION
+    assert [t.content for t in j.turns("u")] == ["hello"]
+    assert j.meta("import_index") == "1"  # the facade copies the v1 index into memory rows once
+    j.close()
 
 
 def test_newer_schema_is_refused_not_rewritten(tmp_path: Path) -> None:
@@ -51,40 +92,93 @@ def test_newer_schema_is_refused_not_rewritten(tmp_path: Path) -> None:
     with pytest.raises(SchemaVersionError):
         Journal(path)
     db = sqlite3.connect(path)
-    assert db.execute("SELECT value FROM meta").fetchone()[0] == "999"
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "999"
     db.close()
 
 
-def test_append_is_idempotent_and_conflicts_are_errors(tmp_path: Path) -> None:
+def test_retried_turns_are_recognised_and_conflicts_are_errors(tmp_path: Path) -> None:
     j = Journal(tmp_path / "j.sqlite3")
-    first = j.append_turns([_turn(1)])
-    again = j.append_turns([_turn(1)])
-    assert first[0].seq == again[0].seq and j.count_turns("u") == 1
+    j.commit(ChangeSet("u", turns=[_turn(1)]), {})
+    assert j.fresh_turns([_turn(1), _turn(2)]) == [_turn(2)]
     with pytest.raises(InputError):
-        j.append_turns([_turn(2), _turn(1, content="changed")])
-    assert j.count_turns("u") == 1  # the whole transaction rolled back
+        j.fresh_turns([_turn(1, content="changed")])
+    with pytest.raises(InputError):  # the same check inside the transaction, which then rolls back
+        j.commit(ChangeSet("u", turns=[_turn(2), _turn(1, content="changed")]), {})
+    assert j.count_turns("u") == 1
     j.close()
 
 
-def test_pending_and_forget(tmp_path: Path) -> None:
+def test_commit_is_one_transaction(tmp_path: Path) -> None:
     j = Journal(tmp_path / "j.sqlite3")
-    j.append_turns([_turn(1), _turn(2), _turn(3, user="v")])
-    j.mark_processed("u", ["t1"])
-    assert [t.id for t in j.turns("u", pending_only=True)] == ["t2"]
+    statements: list[str] = []
+    j._db.set_trace_callback(statements.append)
+    cs = ChangeSet("u", turns=[_turn(1)], writes=[_write(_record(1))], processed=["t1"])
+    j.commit(cs, _vectors(cs), access=[("u", _record(1).id, 2, 5.0)])
+    assert sum(s.startswith("BEGIN") for s in statements) == 1
+    assert sum(s == "COMMIT" for s in statements) == 1
+    got = j.memory("u", _record(1).id)
+    assert got is not None and got.access_count == 2 and got.last_accessed == 5.0
+    assert j.pending_turns("u") == [] and j.sleep_pending("u") == {"u": [_record(1).id]}
+    assert [m.id for m, _, state in j.index_rows(states=(IndexState.UPSERT,))] == [_record(1).id]
+    j.close()
+
+
+def test_removal_keeps_the_row_and_the_previous_record(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.sqlite3")
+    rec = _record(1)
+    j.commit(ChangeSet("u", writes=[_write(rec)]), {rec.id: np.ones(4, dtype=np.float32)})
+    j.commit(ChangeSet("u", removals=[MemoryRemoval(record=rec, actor="user")]), {})
+    assert j.memory("u", rec.id) is None
+    assert j.memory("u", rec.id, statuses=("deleted",)) == rec
+    history = j.history(rec.id, "u")
+    assert [h.event for h in history] == [Event.ADD, Event.DELETE] and history[1].previous == rec
+    assert j.sleep_pending("u") == {}
+    j.close()
+
+
+def test_a_memory_id_cannot_change_owner(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.sqlite3")
+    rec = _record(1)
+    j.commit(ChangeSet("u", writes=[_write(rec)]), {rec.id: np.ones(4, dtype=np.float32)})
+    stolen = rec.model_copy(update={"user_id": "v"})
+    with pytest.raises(StoreError):
+        j.commit(ChangeSet("v", writes=[_write(stolen)]), {rec.id: np.ones(4, dtype=np.float32)})
+    assert j.memory("v", rec.id) is None and j.memory("u", rec.id) == rec
+    j.close()
+
+
+def test_replayed_add_writes_one_history_row(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.sqlite3")
+    cs = ChangeSet("u", writes=[_write(_record(1))])
+    j.commit(cs, _vectors(cs))
+    j.commit(cs, _vectors(cs))
+    assert len(j.history(_record(1).id, "u")) == 1
+    j.close()
+
+
+def test_quarantine_retry_drop_and_forget(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j.sqlite3")
+    j.commit(ChangeSet("u", turns=[_turn(1), _turn(2)], quarantined={"t1": "ValueError: bad"}), {})
+    j.commit(ChangeSet("v", turns=[_turn(3, user="v")]), {})
+    assert [(u, q.turn.id, q.error) for u, q in j.quarantined()] == [("u", "t1", "ValueError: bad")]
     assert sorted(j.pending_users()) == ["u", "v"]
-    assert j.forget_user("u") == 2
+    assert j.set_turn_status("u", ["t1"], TurnStatus.PENDING, only_from=TurnStatus.QUARANTINED) == 1
+    assert [t.id for t in j.pending_turns("u")] == ["t1", "t2"]
+    assert j.set_turn_status("u", ["t2"], TurnStatus.DROPPED, only_from=TurnStatus.QUARANTINED) == 0
+    assert j.forget_user("u") == {"turns": 2, "memories": 0}
     assert j.count_turns() == 1 and j.speakers("u") == []
     j.close()
 
 
-def test_add_history_skips_repeated_add(tmp_path: Path) -> None:
-    j = Journal(tmp_path / "j.sqlite3")
-    entry = HistoryEntry(memory_id="m", event=Event.ADD, old_memory=None, new_memory="x", timestamp=1.0,
-                         actor="write")
-    j.add_history([("u", entry)], sleep_pending=[("u", "m")])
-    j.add_history([("u", entry)], sleep_pending=[("u", "m")])
-    assert len(j.history("m", "u")) == 1
-    assert j.sleep_pending() == {"u": ["m"]}
-    j.clear_sleep_pending("u", ["m"])
-    assert j.sleep_pending("u") == {}
-    j.close()
+def test_read_only_journal_reads_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    writer = Journal(path)
+    writer.commit(ChangeSet("u", turns=[_turn(1)]), {})
+    reader = Journal(path, read_only=True)
+    assert [t.id for t in reader.turns("u")] == ["t1"]
+    writer.commit(ChangeSet("u", turns=[_turn(2)]), {})  # a writer goes on beside the reader
+    assert reader.count_turns("u") == 2
+    with pytest.raises(StoreError, match="read-only"):
+        reader.commit(ChangeSet("u", turns=[_turn(3)]), {})
+    reader.close()
+    writer.close()

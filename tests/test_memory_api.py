@@ -99,7 +99,8 @@ def test_forget_user_removes_everything(mem: Any, sample_data: dict[str, Any]) -
     assert counts["memories"] >= 30 and counts["turns"] == 36
     assert mem.get_all("alice") == []
     assert mem.search("Biscuit", "alice").hits == []
-    assert mem.stats("alice")["counts"] == {"memories": 0, "turns": 0, "pending_turns": 0}
+    assert mem.stats("alice")["counts"] == {"memories": 0, "evicted": 0, "turns": 0, "pending_turns": 0,
+                                            "quarantined_turns": 0}
     with pytest.raises(NotFoundError):
         mem.history(some_id, "alice")
     assert mem.stats("bob")["counts"]["memories"] >= 30  # the other user is untouched

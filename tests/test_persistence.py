@@ -18,7 +18,7 @@ import json, sys
 from dialogmem import Memory
 with Memory(data_dir=sys.argv[1]) as mem:
     recs = mem.get_all("alice", limit=10000)
-    vecs = mem._index.retrieve([r.id for r in recs], "alice", with_vectors=True)
+    vecs = mem._parts.index.retrieve([r.id for r in recs], "alice", with_vectors=True)
     out = {
         "records": [r.model_dump(mode="json") for r in recs],
         "vectors": {rec.id: [float(x) for x in vec] for rec, vec in vecs},
@@ -45,7 +45,7 @@ def test_reopen_in_new_process_keeps_everything(tmp_path: Path, sample_data: dic
         first = mem.get_all("alice", limit=1)[0]
         mem.update(first.id, "Maya's dog Biscuit is a beagle mix.", "alice")
         records = {r.id: r.model_dump(mode="json") for r in mem.get_all("alice", limit=10000)}
-        vectors = {rec.id: vec for rec, vec in mem._index.retrieve(list(records), "alice", with_vectors=True)}
+        vectors = {rec.id: vec for rec, vec in mem._parts.index.retrieve(list(records), "alice", with_vectors=True)}
         hits = [h.source_turn_ids for h in mem.search("Maya's dog name", "alice", limit=3).hits]
 
     dumped = _dump_in_new_process(data_dir)
@@ -71,7 +71,8 @@ def test_reopening_never_deletes(tmp_path: Path) -> None:
         with Memory(data_dir=data_dir) as mem:
             mem.add(f"Fact number {i}: the locker code is {1000 + i}.", "u", flush=True)
     with Memory(data_dir=data_dir) as mem:
-        assert mem.stats("u")["counts"] == {"memories": 3, "turns": 3, "pending_turns": 0}
+        assert mem.stats("u")["counts"] == {"memories": 3,
+        "evicted": 0, "turns": 3, "pending_turns": 0, "quarantined_turns": 0}
 
 
 def test_pending_turns_survive_close(tmp_path: Path) -> None:
@@ -85,16 +86,16 @@ def test_pending_turns_survive_close(tmp_path: Path) -> None:
         assert [h.source_turn_ids for h in stored] == [["p1"]]
 
 
-def test_replay_after_crash_between_index_and_journal_makes_no_duplicates(tmp_path: Path) -> None:
-    """A crash after a memory reached the index but before its turn was marked processed: the turn
-    is replayed at the next open, with the same context, so it rewrites the same memory."""
+def test_a_replayed_turn_rewrites_the_same_memory(tmp_path: Path) -> None:
+    """A turn found pending at open (whatever left it so) is processed again with the same context,
+    so it rewrites the same memory instead of adding a copy."""
     data_dir = tmp_path / "store"
     with Memory(data_dir=data_dir) as mem:
         mem.add([{"content": "What's the dog's name?", "name": "Tom", "id": "c1"},
                  {"content": "His name is Biscuit.", "name": "Maya", "id": "c2"}],
                 "u", session_id="s", timestamp="2023-03-04T18:00:00", flush=True)
         before = {r.id: r.memory for r in mem.get_all("u")}
-        mem._journal._db.execute("UPDATE turns SET processed=0 WHERE id='c2'")  # as if killed in between
+        mem._parts.journal._db.execute("UPDATE turns SET processed=0 WHERE id='c2'")  # as if killed in between
     with Memory(data_dir=data_dir) as mem:
         mem.flush("u")
         after = {r.id: r.memory for r in mem.get_all("u")}

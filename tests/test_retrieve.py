@@ -117,7 +117,7 @@ def test_budget_split_union_and_final_k(index, embedder) -> None:
     spy = RecordingIndex(index)
     texts = ["Alice's dog", "hiking trip", "bicycle purchase"]
     plan = _plan(texts)
-    candidates = coarse_retrieve(spy, embedder, "alice", plan, k=4)
+    candidates, relaxed = coarse_retrieve(spy, embedder, "alice", plan, k=4)
     assert [c["limit"] for c in spy.calls] == [per_view_budget(4, 3)] * 3 == [3, 3, 3]
     assert len(candidates) <= 8  # 2K
     assert len({c.record.id for c in candidates}) == len(candidates)
@@ -139,53 +139,53 @@ def test_time_window_is_respected(index, embedder) -> None:
     lo = (BASE + timedelta(days=4)).timestamp()
     hi = (BASE + timedelta(days=10)).timestamp()
     plan = _plan(["what did Alice do"], time_from=lo, time_to=hi)
-    candidates = coarse_retrieve(index, embedder, "alice", plan, k=10)
+    candidates, relaxed = coarse_retrieve(index, embedder, "alice", plan, k=10)
     assert candidates
     assert all(lo <= c.record.float_time_stamp <= hi for c in candidates)
-    assert plan.degraded == []
+    assert relaxed == []
 
 
 def test_empty_window_degrades_to_unfiltered(index, embedder) -> None:
     plan = _plan(["what did Alice do"], time_from=datetime(2020, 1, 1, tzinfo=UTC).timestamp(),
                  time_to=datetime(2020, 1, 31, tzinfo=UTC).timestamp())
-    candidates = coarse_retrieve(index, embedder, "alice", plan, k=5)
+    candidates, relaxed = coarse_retrieve(index, embedder, "alice", plan, k=5)
     assert len(candidates) == 10
-    assert plan.degraded == ["time"]
+    assert relaxed == ["time"]
 
 
 def test_soft_window_does_not_filter(index, embedder) -> None:
     lo = (BASE + timedelta(days=20)).timestamp()
     plan = _plan(["Alice's dog Biscuit"], time_from=lo, time_to=REF.timestamp(), time_strict=False)
-    candidates = coarse_retrieve(index, embedder, "alice", plan, k=5)
+    candidates, relaxed = coarse_retrieve(index, embedder, "alice", plan, k=5)
     assert any(c.record.float_time_stamp < lo for c in candidates)
 
 
 def test_speaker_filter_only_when_hard(index, embedder) -> None:
     hard = _plan(["what did Tom say about Alice"], speakers=["Tom"], speaker_filter=True)
-    got = coarse_retrieve(index, embedder, "alice", hard, k=5)
+    got, relaxed = coarse_retrieve(index, embedder, "alice", hard, k=5)
     assert got and all(c.record.speaker_name == "Tom" for c in got)
     soft = _plan(["what did Tom say about Alice"], speakers=["Tom"], speaker_filter=False)
-    got = coarse_retrieve(index, embedder, "alice", soft, k=5)
+    got, relaxed = coarse_retrieve(index, embedder, "alice", soft, k=5)
     assert {c.record.speaker_name for c in got} > {"Tom"}
     nobody = _plan(["what did Zed say"], speakers=["Zed"], speaker_filter=True)
-    assert coarse_retrieve(index, embedder, "alice", nobody, k=3)
-    assert nobody.degraded == ["speakers"]
+    got, relaxed = coarse_retrieve(index, embedder, "alice", nobody, k=3)
+    assert got and relaxed == ["speakers"]
 
 
 def test_route_tier_and_fallback_when_tier_is_empty(index, embedder) -> None:
     plan = QueryPlan(query="dogs", hqs=[HypotheticalQuery(text="dogs and training", route="ltm")])
-    got = coarse_retrieve(index, embedder, "alice", plan, k=5)
+    got, relaxed = coarse_retrieve(index, embedder, "alice", plan, k=5)
     assert got and all(c.record.tier == "ltm" for c in got)
     bob_plan = QueryPlan(query="pets", hqs=[HypotheticalQuery(text="pets", route="ltm")])
-    got = coarse_retrieve(index, embedder, "bob", bob_plan, k=5)  # bob has no LTM at all
+    got, relaxed = coarse_retrieve(index, embedder, "bob", bob_plan, k=5)  # bob has no LTM at all
     assert got and all(c.record.user_id == "bob" for c in got)
-    assert bob_plan.degraded == ["tier"]
+    assert relaxed == ["tier"]
 
 
 def test_caller_filter_is_kept(index, embedder) -> None:
     only = _record("alice", 0, *ALICE_FACTS[0]).id
     plan = _plan(["anything"])
-    got = coarse_retrieve(index, embedder, "alice", plan, k=5, base_filter=IndexFilter(ids=[only]))
+    got, relaxed = coarse_retrieve(index, embedder, "alice", plan, k=5, base_filter=IndexFilter(ids=[only]))
     assert [c.record.id for c in got] == [only]
 
 
@@ -245,7 +245,7 @@ def test_pipeline_time_question_stays_in_window(index, embedder) -> None:
     pipe = ReadPipeline(index, embedder, RulePlanner(), RuleSelector())
     ref = BASE + timedelta(days=13)  # a Sunday; "last week" = days 4..10 after BASE (Mon 8 – Sun 14 May)
     result = pipe.search("What did Alice do last week?", "alice", reference_time=ref)
-    assert result.plan.has_window and result.plan.degraded == []
+    assert result.plan.has_window and result.relaxed == []
     assert result.hits
     assert all(result.plan.time_from <= h.record.float_time_stamp <= result.plan.time_to
                for h in result.hits)

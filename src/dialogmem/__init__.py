@@ -19,12 +19,26 @@ from ._errors import (
     StoreError,
 )
 from ._memory import Memory
+from ._models import Embedder, LLMClient, ScriptedLLM
 from ._read import Answer
+from ._repair import RepairReport
 from ._settings import ReadSettings, SleepSettings, WriteSettings
 from ._sleeptime import SleepReport
-from ._types import AddResult, Event, HistoryEntry, MemoryRecord, Message, SearchHit, SearchResult, Turn
+from ._store import IndexFilter, VectorIndex
+from ._types import (
+    AddResult,
+    Event,
+    HistoryEntry,
+    MemoryRecord,
+    Message,
+    QuarantinedTurn,
+    SearchHit,
+    SearchPlan,
+    SearchResult,
+    Turn,
+)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AddResult",
@@ -33,10 +47,13 @@ __all__ = [
     "Config",
     "ConfigError",
     "DialogmemError",
+    "Embedder",
     "EmbedderConfig",
     "Event",
     "HistoryEntry",
+    "IndexFilter",
     "InputError",
+    "LLMClient",
     "LLMConfig",
     "LLMError",
     "LLMOutputError",
@@ -46,15 +63,20 @@ __all__ = [
     "MemoryRecord",
     "Message",
     "NotFoundError",
+    "QuarantinedTurn",
     "ReadSettings",
+    "RepairReport",
     "SchemaVersionError",
+    "ScriptedLLM",
     "SearchHit",
+    "SearchPlan",
     "SearchResult",
     "SleepReport",
     "SleepSettings",
     "StoreConfig",
     "StoreError",
     "Turn",
+    "VectorIndex",
     "WriteSettings",
     "__version__",
 ]

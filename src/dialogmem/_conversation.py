@@ -23,6 +23,17 @@ class SessionBatch(BaseModel):
     messages: list[dict[str, Any]]
 
 
+#: what ``Memory.add_conversation`` takes: a JSON file, or the parsed JSON itself
+Conversation = str | Path | list[Any] | dict[str, Any]
+
+
+def read_conversation_source(conversation: Conversation) -> list[SessionBatch]:
+    """Session batches from a file path or from already-parsed JSON."""
+    if isinstance(conversation, str | Path):
+        return read_conversation(Path(conversation))
+    return parse_conversation(conversation)
+
+
 def sample_path() -> Path:
     """The sample conversation shipped with the package."""
     return Path(str(resources.files("dialogmem") / "data" / "sample_conversation.json"))

@@ -1,11 +1,15 @@
-"""Validation of what callers pass in: ids, text, and messages turned into journal turns.
+"""Validation of what callers pass in: ids, text, metadata, bounds, and messages turned into turns.
 
 Everything here raises ``InputError`` with the position of the bad message, before anything is
-written, so a rejected call leaves the store as it was.
+written, so a rejected call leaves the store as it was. What passes is exactly what the journal
+and the index can store and read back: valid Unicode, JSON-only metadata of bounded depth and
+size, bounded text — so no accepted input can make a store fail to open.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -18,6 +22,7 @@ from ._timeparse import parse_timestamp, to_fields
 from ._types import Message, Turn
 
 MAX_ID_LEN = 256
+MAX_METADATA_DEPTH = 16
 #: metadata keys whose value is appended to the turn text as an image caption
 CAPTION_KEYS = ("image_caption", "blip_caption", "caption")
 
@@ -38,10 +43,68 @@ def check_text(what: str, text: str) -> None:
         raise InputError(f"{what} is not valid Unicode (lone surrogate at position {exc.start})") from exc
 
 
+def check_bounded_text(what: str, text: object, max_chars: int, setting: str) -> str:
+    """A non-empty string of valid Unicode within ``max_chars`` (named by its ``setting``)."""
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{what} must be a non-empty string")
+    if len(text) > max_chars:
+        raise InputError(f"{what} has {len(text)} characters; the limit is {setting} = {max_chars}")
+    check_text(what, text)
+    return text
+
+
+def check_int(what: str, value: object, lo: int, hi: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InputError(f"{what} must be an integer, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise InputError(f"{what} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def check_metadata(what: str, value: object, max_bytes: int) -> dict[str, Any]:
+    """JSON-only metadata (a dict of str keys; str, finite numbers, bools, None, lists and dicts
+    inside), at most ``MAX_METADATA_DEPTH`` levels and ``max_bytes`` of UTF-8 JSON."""
+    if not isinstance(value, dict):
+        raise InputError(f"{what} must be a dict, got {type(value).__name__}")
+    _check_json(what, value, 1)
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    if size > max_bytes:
+        raise InputError(f"{what} is {size} bytes as JSON; the limit is write.max_metadata_bytes = {max_bytes}")
+    return value
+
+
+def _check_json(where: str, value: object, depth: int) -> None:
+    if depth > MAX_METADATA_DEPTH:
+        raise InputError(f"{where} is nested more than {MAX_METADATA_DEPTH} levels deep")
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(f"{where} holds {value!r}, which JSON cannot represent")
+        return
+    if isinstance(value, str):
+        check_text(where, value)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InputError(f"{where} has a key of type {type(key).__name__}; keys must be strings")
+            check_text(f"{where} key", key)
+            _check_json(f"{where}.{key[:40]}", item, depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_json(f"{where}[{i}]", item, depth + 1)
+        return
+    raise InputError(f"{where} holds a {type(value).__name__}; metadata takes JSON types only "
+                     "(str, int, float, bool, None, list, dict)")
+
+
 def to_turns(messages: Any, user_id: str, *, session_id: str | None,
-             timestamp: str | float | datetime | None, metadata: dict[str, Any],
-             agent_id: str | None, max_chars: int) -> list[Turn]:
+             timestamp: str | float | datetime | None, metadata: dict[str, Any] | None,
+             agent_id: str | None, max_chars: int, max_metadata_bytes: int) -> list[Turn]:
     """Validated turns for one ``Memory.add`` call; one bad message rejects the whole call."""
+    metadata = check_metadata("metadata", metadata if metadata is not None else {}, max_metadata_bytes)
     if isinstance(messages, str | dict | Message):
         messages = [messages]
     if not isinstance(messages, Sequence) or len(messages) == 0:
@@ -59,8 +122,13 @@ def to_turns(messages: Any, user_id: str, *, session_id: str | None,
         check_text(f"message {i} content", text)
         if len(text) > max_chars:
             raise InputError(f"message {i}: {len(text)} characters exceeds write.max_turn_chars ({max_chars})")
-        speaker = msg.name or msg.role or "user"
+        speaker = (msg.name or msg.role or "user").strip() or "user"
+        if len(speaker) > MAX_ID_LEN:
+            raise InputError(f"message {i}: the speaker name has {len(speaker)} characters; at most {MAX_ID_LEN}")
         check_text(f"message {i} speaker", speaker)
+        if msg.role is not None:
+            check_bounded_text(f"message {i} role", msg.role, MAX_ID_LEN, "the role limit")
+        merged = check_metadata(f"message {i} metadata", {**metadata, **msg.metadata}, max_metadata_bytes)
         if msg.id is not None:
             check_id(f"message {i} id", msg.id)
         try:
@@ -72,9 +140,8 @@ def to_turns(messages: Any, user_id: str, *, session_id: str | None,
         turns.append(Turn(
             id=msg.id or f"t-{uuid.uuid4().hex}",
             user_id=user_id, agent_id=agent_id, session_id=session_id,
-            speaker=speaker.strip() or "user", role=msg.role, content=text,
-            time_stamp=iso, float_time_stamp=ts, weekday=weekday,
-            metadata={**metadata, **msg.metadata},
+            speaker=speaker, role=msg.role, content=text,
+            time_stamp=iso, float_time_stamp=ts, weekday=weekday, metadata=merged,
         ))
     ids = [t.id for t in turns]
     if len(set(ids)) != len(ids):

@@ -1,8 +1,8 @@
-"""``Memory``: the facade that wires journal, models, index and the write/read/sleep stages.
+"""``Memory``: the facade. It validates what callers pass, then hands the work to the part that does it.
 
-Decisions (what to extract, merge, select) live in the stage modules; this class performs the I/O:
-it journals turns before anything else, stores what the stages produce, and keeps every change in
-the history.
+Decisions live in the stage modules; writing lives in the change writer (``_writer``); the write
+path's orchestration in ``_ingest``; opening, checking and repairing the store in ``_open`` and
+``_repair``. This class wires them and keeps the public verbs in one place.
 """
 
 from __future__ import annotations
@@ -11,56 +11,63 @@ import fcntl
 import logging
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 from pydantic import ValidationError
 
+from ._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from ._config import Config
+from ._conversation import Conversation, read_conversation_source
 from ._errors import ConfigError, InputError, NotFoundError, StoreError
-from ._input import check_id, check_text, to_turns
-from ._journal import Journal
-from ._models import LLMClient, make_embedder, make_llm
-from ._read import Answer, Answerer, ReadPipeline, make_planner, make_selector
-from ._settings import ReadSettings, SleepSettings, WriteSettings
-from ._sleeptime import SleepReport, SleepRunner
-from ._store import IndexFilter, IndexPoint, open_index
-from ._timeparse import parse_timestamp, to_fields
+from ._input import check_bounded_text, check_id, check_int, check_metadata, to_turns
+from ._journal import IndexState, TurnStatus
+from ._maintenance import StorePaths
+from ._models import LLMClient
+from ._open import Parts, open_parts
+from ._read import Answer
+from ._read._pipeline import describe_plan
+from ._records import coerce_filter, edited, matches
+from ._repair import RepairReport, rebuild_index, recover_journal
+from ._sleeptime import SleepReport
+from ._store import IndexFilter
+from ._store._payload import point_id
+from ._timeparse import parse_timestamp
 from ._types import (
     AddResult,
     Event,
     HistoryEntry,
     MemoryRecord,
     Message,
+    QuarantinedTurn,
     SearchHit,
     SearchResult,
-    Turn,
 )
-from ._usage import StageUsage, UsageTracker
-from ._write import RECENT_TURNS, BufferedTurn, ExtractedFact, WriteBuffer, make_write_stages
 
 log = logging.getLogger(__name__)
 
-_MEMORY_NS = uuid.UUID("5b0c1f8e-3d7a-4c55-9a63-d1a1e0c0ffee")
-def memory_id(user_id: str, source_turn_ids: Sequence[str], fact: str) -> str:
-    """Deterministic, so replaying turns after a crash rewrites the same memories instead of copies."""
-    return str(uuid.uuid5(_MEMORY_NS, "\x1f".join([user_id, *source_turn_ids, fact])))
+Messages = str | dict[str, Any] | Message | Sequence[str | dict[str, Any] | Message]
+When = str | float | datetime
 
 
 class _StoreLock:
     """An exclusive advisory lock on the data directory: one process writes a store at a time."""
 
     def __init__(self, path: Path) -> None:
-        self._fh = open(path, "a+")  # noqa: SIM115 - held for the life of the store
+        try:
+            self._fh = open(path, "a+")  # noqa: SIM115 - held for the life of the store
+        except OSError as exc:
+            raise StoreError(f"cannot create the lock file {path}: {exc.strerror}") from exc
         try:
             fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
+        except OSError as exc:
             self._fh.close()
-            raise StoreError(f"store {path.parent} is open in another process") from exc
+            raise StoreError(f"store {path.parent} is open in another process (open it with read_only=True to "
+                             "read beside it)") from exc
 
     def release(self) -> None:
         if not self._fh.closed:
@@ -77,65 +84,40 @@ class Memory:
 
     def __init__(self, config: Config | None = None, *, llm_client: LLMClient | None = None,
                  **overrides: Any) -> None:
-        """``config`` (or keyword overrides of it, e.g. ``data_dir=...``); ``llm_client`` replaces the
-        client that ``config.llm`` would build (bring your own, or a ``ScriptedLLM`` in tests)."""
+        """``config`` (or keyword overrides of it, e.g. ``data_dir=...``, ``read_only=True``);
+        ``llm_client`` replaces the client that ``config.llm`` would build (bring your own, or a
+        ``ScriptedLLM`` in tests)."""
         if config is None:
             config = Config.load(**overrides)
+        elif not isinstance(config, Config):
+            raise ConfigError(f"config must be a dialogmem Config, got {type(config).__name__}")
         elif overrides:
-            config = Config.model_validate({**config.model_dump(), **overrides})
+            config = config.with_overrides(**overrides)
         self.config = config
-        try:
-            self._write_cfg = WriteSettings.model_validate(config.write)
-            self._read_cfg = ReadSettings.model_validate(config.read)
-            self._sleep_cfg = SleepSettings.model_validate(config.sleep)
-        except ValidationError as exc:
-            raise ConfigError(f"invalid config: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
-        data_dir = Path(config.data_dir).expanduser()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir = data_dir
-        self._llm_client = llm_client
+        self.data_dir = Path(config.data_dir).expanduser()
         self._closed = False
-        self._lock = threading.RLock()
-        self._store_lock = _StoreLock(data_dir / ".lock")
+        self._state = threading.Condition()
+        self._active = 0
+        self._speakers: dict[str, list[str]] = {}
+        self._speakers_lock = threading.Lock()
+        self._store_lock: _StoreLock | None = None
+        if not config.read_only:
+            try:
+                self.data_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the data directory {self.data_dir}: {exc.strerror}") from exc
+            self._store_lock = _StoreLock(self.data_dir / ".lock")
         try:
-            self._open(data_dir)
+            self._parts: Parts = open_parts(config, self.data_dir, llm_client)
+            self._replay_pending()
         except BaseException:
-            # undo what was opened before the failure, so the store can be opened again at once
-            for part in ("_index", "_journal"):
-                if hasattr(self, part):
-                    getattr(self, part).close()
-            self._store_lock.release()
+            if hasattr(self, "_parts"):
+                self._parts.close()
+            if self._store_lock is not None:
+                self._store_lock.release()
             raise
 
-    def _open(self, data_dir: Path) -> None:
-        self._journal = Journal(data_dir / "journal.sqlite3")
-        self._usage_pending: dict[tuple[str, str], StageUsage] = {}
-        self._usage_lock = threading.Lock()
-        self.usage = UsageTracker(sink=self._collect_usage)
-        self.usage.load(self._journal.usage())
-        self._embedder = make_embedder(self.config.embedder, self.usage)
-        self._index = open_index(self.config.store, data_dir, self.config.embedder.dim)
-        if self._llm_client is not None:
-            self._llm_client.usage = self.usage  # one tracker: the client's calls land in stats()
-            self._llm = self._llm_client
-        else:
-            self._llm = make_llm(self.config.llm, self.usage)
-        self._stages = make_write_stages(self._write_cfg, self._llm, self._embedder)
-        self._buffers: dict[str, WriteBuffer] = {}
-        self._inflight: dict[str, dict[str, Turn]] = {}
-        self._speakers: dict[str, list[str]] = {}
-        self._read = ReadPipeline(
-            self._index,
-            self._embedder,
-            make_planner(self._read_cfg.planner, self._llm),
-            make_selector(self._read_cfg.selector, self._llm),
-            self.usage,
-        )
-        self._answerer = Answerer(self._llm)
-        self._sleeper = SleepRunner(self._index, self._journal, self._embedder, self._llm, self._sleep_cfg)
-        self._replay_pending()
-
-    # -- context manager / lifecycle --------------------------------------------------------
+    # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> Memory:
         return self
 
@@ -144,331 +126,369 @@ class Memory:
         self.close()
 
     def close(self) -> None:
-        """Persist counters, close the index and the journal. Pending turns stay journaled and are
-        picked up at the next open. Idempotent."""
-        with self._lock:
+        """Write pending counters, flush and close the index and the journal. Turns still waiting
+        for their batch stay journaled and are processed later. Idempotent; waits for calls in flight."""
+        with self._state:
             if self._closed:
                 return
             self._closed = True
-            try:
-                self._persist_usage()
-                self._index.close()
-            finally:
-                self._journal.close()
+            while self._active:
+                self._state.wait()
+        try:
+            self._parts.close()
+        finally:
+            if self._store_lock is not None:
                 self._store_lock.release()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError("this Memory is closed")
+    def _call(self) -> _InFlight:
+        return _InFlight(self)
 
-    # -- usage ------------------------------------------------------------------------------
-    def _collect_usage(self, kind: str, stage: str, delta: StageUsage) -> None:
-        # Persisted in batches (add, sleep, close): an fsync per search would dominate its latency.
-        with self._usage_lock:
-            self._usage_pending.setdefault((kind, stage), StageUsage()).add(delta)
-
-    def _persist_usage(self) -> None:
-        with self._usage_lock:
-            pending, self._usage_pending = self._usage_pending, {}
-        self._journal.add_usage(pending)
-
-    # -- write path -------------------------------------------------------------------------
-    def add(
-        self,
-        messages: str | dict[str, Any] | Message | Sequence[str | dict[str, Any] | Message],
-        user_id: str,
-        *,
-        session_id: str | None = None,
-        timestamp: str | float | datetime | None = None,
-        metadata: dict[str, Any] | None = None,
-        agent_id: str | None = None,
-        flush: bool = False,
-    ) -> AddResult:
-        """Journal the messages, then run them through the write path.
-
-        Returns once every message is durably journaled: from then on it survives a crash. The
-        memories created by this call are returned; turns still waiting in the buffers are counted
-        in ``pending_turns`` (``flush=True`` or :meth:`flush` processes them now).
-        """
-        self._check_open()
-        check_id("user_id", user_id)
-        if session_id is not None:
-            check_id("session_id", session_id)
-        if agent_id is not None:
-            check_id("agent_id", agent_id)
-        turns = to_turns(messages, user_id, session_id=session_id, timestamp=timestamp,
-                         metadata=metadata or {}, agent_id=agent_id,
-                         max_chars=self._write_cfg.max_turn_chars)
-        with self._lock:
-            accepted = self._journal.append_turns(turns)
-            self._remember_speakers(user_id, accepted)
-            facts = self._buffer(user_id).push([self._buffered(t) for t in accepted])
-            for t in accepted:
-                self._inflight.setdefault(user_id, {})[t.id] = t
-            if flush:
-                facts += self._buffer(user_id).flush()
-            stored = self._store_facts(user_id, facts)
-            self._persist_usage()
-            pending = len(self._buffer(user_id).pending_turn_ids())
-        return AddResult(turn_ids=[t.id for t in accepted], memories=stored, pending_turns=pending)
-
-    def flush(self, user_id: str | None = None) -> list[SearchHit]:
-        """Process every buffered turn now (of one user, or of all)."""
-        self._check_open()
-        stored: list[SearchHit] = []
-        with self._lock:
-            users = [check_id("user_id", user_id)] if user_id is not None else list(self._buffers)
-            for uid in users:
-                if uid in self._buffers:
-                    stored += self._store_facts(uid, self._buffers[uid].flush())
-            self._persist_usage()
-        return stored
-
-    def _remember_speakers(self, user_id: str, turns: Iterable[Turn]) -> None:
-        known = self._speakers.setdefault(user_id, self._journal.speakers(user_id))
-        for t in turns:
-            if t.speaker not in known:
-                known.append(t.speaker)
-
-    @staticmethod
-    def _buffered(t: Turn) -> BufferedTurn:
-        return BufferedTurn(
-            turn_id=t.id, speaker=t.speaker, text=t.content, compressed=t.content,
-            time_stamp=t.time_stamp, float_time_stamp=t.float_time_stamp, weekday=t.weekday,
-            session_id=t.session_id, topic_id=0,
-        )
-
-    def _buffer(self, user_id: str) -> WriteBuffer:
-        buf = self._buffers.get(user_id)
-        if buf is None:
-            buf = self._buffers[user_id] = self._stages.new_buffer()
-        return buf
+    def _writable(self) -> None:
+        if self.config.read_only:
+            raise StoreError(f"store {self.data_dir} is open read-only")
 
     def _replay_pending(self) -> None:
-        """Turns journaled but not yet turned into memories go back into their buffers."""
-        for user_id in self._journal.pending_users():
-            turns = self._journal.turns(user_id, pending_only=True)
-            log.info("replaying %d pending turns of user %s", len(turns), user_id)
-            self._remember_speakers(user_id, turns)
-            for t in turns:
-                self._inflight.setdefault(user_id, {})[t.id] = t
-            earlier = self._journal.turns_before(user_id, turns[0].seq, RECENT_TURNS)
-            self._buffer(user_id).seed_context([self._buffered(t) for t in earlier])
-            facts = self._buffer(user_id).push([self._buffered(t) for t in turns])
-            self._store_facts(user_id, facts)
+        """Turns journaled but not yet processed (a crash, or a batch still filling) get their due batch."""
+        if self.config.read_only:
+            return
+        for user_id in self._parts.journal.pending_users():
+            self._parts.ingest.process(user_id, force=False)
 
-    def _store_facts(self, user_id: str, facts: list[ExtractedFact]) -> list[SearchHit]:
-        """Embed, index and journal the facts, then mark their turns processed."""
-        records: list[MemoryRecord] = []
-        if facts:
-            now = time.time()
-            inflight = self._inflight.get(user_id, {})
-            for f in facts:
-                first = inflight.get(f.source_turn_ids[0])
-                records.append(MemoryRecord(
-                    id=memory_id(user_id, f.source_turn_ids, f.fact),
-                    user_id=user_id, agent_id=first.agent_id if first else None,
-                    session_id=f.session_id, memory=f.fact, original_memory=f.original,
-                    compressed_memory=f.compressed, time_stamp=f.time_stamp,
-                    float_time_stamp=f.float_time_stamp, weekday=f.weekday, topic_id=f.topic_id,
-                    speaker_name=f.speaker_name, entities=f.entities, keywords=f.keywords,
-                    source_turn_ids=list(f.source_turn_ids), salience=f.salience,
-                    created_at=now, updated_at=now,
-                    metadata=dict(first.metadata) if first else {},
-                ))
-            vectors = self._embedder.embed([r.memory for r in records])
-            self._index.upsert([IndexPoint(record=r, vector=v) for r, v in zip(records, vectors, strict=True)])
-            self._journal.add_history(
-                [(user_id, HistoryEntry(memory_id=r.id, event=Event.ADD, old_memory=None,
-                                        new_memory=r.memory, timestamp=now, actor="write"))
-                 for r in records],
-                sleep_pending=[(user_id, r.id) for r in records],
-            )
-        inflight = self._inflight.get(user_id, {})
-        if inflight:
-            still = set(self._buffer(user_id).pending_turn_ids())
-            done = [tid for tid in inflight if tid not in still]
-            self._journal.mark_processed(user_id, done)
-            for tid in done:
-                del inflight[tid]
-        return [SearchHit.from_record(r, 1.0) for r in records]
+    # -- write path ---------------------------------------------------------------------------
+    def add(self, messages: Messages, user_id: str, *, session_id: str | None = None,
+            timestamp: When | None = None, metadata: dict[str, Any] | None = None,
+            agent_id: str | None = None, flush: bool = False) -> AddResult:
+        """Journal the messages, then run them through the write path.
 
-    # -- read path --------------------------------------------------------------------------
-    def search(
-        self,
-        query: str,
-        user_id: str,
-        *,
-        limit: int | None = None,
-        filters: IndexFilter | dict[str, Any] | None = None,
-        reference_time: str | float | datetime | None = None,
-        recent_context: list[str] | None = None,
-    ) -> SearchResult:
-        """Plan, retrieve (one hybrid query per hypothetical query), select; hits cite their turns."""
-        self._check_open()
-        check_id("user_id", user_id)
-        if not isinstance(query, str) or not query.strip():
-            raise InputError("query must be a non-empty string")
-        check_text("query", query)
-        if limit is not None and not 1 <= limit <= 200:
-            raise InputError("limit must be between 1 and 200")
-        flt = self._filter(filters)
-        ref = parse_timestamp(reference_time) if reference_time is not None else None
-        result = self._read.search(
-            query, user_id, limit=limit, flt=flt, reference_time=ref,
-            recent_context=recent_context, known_speakers=self._known_speakers(user_id),
-        )
-        hits = [SearchHit.from_record(s.record, s.score) for s in result.hits]
-        if self._read_cfg.track_access and hits:
-            now = time.time()
-            for s in result.hits:
-                self._index.set_payload(s.record.id, user_id, {
-                    "access_count": s.record.access_count + 1, "last_accessed": now})
-        return SearchResult(query=query, hits=hits)
+        Returns once every message is durably journaled: from then on it survives a crash. A message
+        whose ``id`` is already journaled (a retry) is accepted again and changes nothing. The
+        memories created by this call are returned; turns still waiting for their batch are counted
+        in ``pending_turns`` (``flush=True`` or :meth:`flush` processes them now).
+        """
+        with self._call():
+            self._writable()
+            check_id("user_id", user_id)
+            for name, value in (("session_id", session_id), ("agent_id", agent_id)):
+                if value is not None:
+                    check_id(name, value)
+            w = self.config.write
+            turns = to_turns(messages, user_id, session_id=session_id, timestamp=timestamp, metadata=metadata,
+                             agent_id=agent_id, max_chars=w.max_turn_chars, max_metadata_bytes=w.max_metadata_bytes)
+            outcome = self._parts.ingest.add(user_id, turns, flush=bool(flush))
+            self._remember_speakers(user_id, {t.speaker for t in turns})
+            self._parts.persist_usage()
+            return AddResult(turn_ids=[t.id for t in turns],
+                             memories=[SearchHit.from_record(r, 1.0) for r in outcome.stored],
+                             pending_turns=self._parts.ingest.pending_count(user_id),
+                             quarantined=outcome.quarantined)
 
-    def answer(self, query: str, user_id: str, *, limit: int | None = None,
-               reference_time: str | float | datetime | None = None) -> Answer:
-        """Answer from this user's memories with the configured LLM; cites the memory ids it used."""
-        ref = parse_timestamp(reference_time) if reference_time is not None else None
-        result = self.search(query, user_id, limit=limit, reference_time=ref)
-        return self._answerer.answer(query, result.hits, reference_time=ref)
+    def add_conversation(self, conversation: Conversation, user_id: str, *, flush: bool = True,
+                         progress: Callable[[int, int], None] | None = None) -> AddResult:
+        """Add a whole conversation turn by turn, as a live chat arrives: a JSON file path, a list of
+        messages, or a LoCoMo-format conversation (sessions keep their ids and dates). ``progress``
+        is called with (turns done, turns in all)."""
+        batches = read_conversation_source(conversation)
+        total = sum(len(b.messages) for b in batches)
+        out = AddResult(turn_ids=[])
+        done = 0
+        for batch in batches:
+            for msg in batch.messages:
+                got = self.add([msg], user_id, session_id=batch.session_id, timestamp=batch.timestamp)
+                out.turn_ids += got.turn_ids
+                out.memories += got.memories
+                out.quarantined += got.quarantined
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+        if flush:
+            out.memories += self.flush(user_id)
+        out.pending_turns = self.stats(user_id)["counts"]["pending_turns"]
+        return out
 
-    def _known_speakers(self, user_id: str) -> list[str]:
-        known = self._speakers.get(user_id)
-        if known is None:
-            known = self._speakers[user_id] = self._journal.speakers(user_id)
-        return known
+    def flush(self, user_id: str | None = None) -> list[SearchHit]:
+        """Process every pending turn now (of one user, or of all)."""
+        with self._call():
+            self._writable()
+            users = [check_id("user_id", user_id)] if user_id is not None else self._parts.journal.pending_users()
+            stored = []
+            for uid in users:
+                stored += self._parts.ingest.process(uid, force=True).stored
+            self._parts.persist_usage()
+            return [SearchHit.from_record(r, 1.0) for r in stored]
 
-    @staticmethod
-    def _filter(filters: IndexFilter | dict[str, Any] | None) -> IndexFilter | None:
-        if filters is None or isinstance(filters, IndexFilter):
-            return filters
-        data = dict(filters)
-        for key in ("time_from", "time_to"):
-            if isinstance(data.get(key), str | datetime):
-                data[key] = to_fields(parse_timestamp(data[key]))[1]
-        try:
-            return IndexFilter.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise InputError(f"filters.{'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
-
-    # -- id-based verbs ---------------------------------------------------------------------
-    def get(self, memory_id: str, user_id: str) -> MemoryRecord:
-        self._check_open()
-        check_id("user_id", user_id)
-        check_id("memory_id", memory_id)
-        got = self._index.retrieve([memory_id], user_id)
-        if not got:
-            raise NotFoundError(f"memory {memory_id} not found")
-        return got[0][0]
-
-    def get_all(self, user_id: str, *, limit: int = 100, offset: str | None = None,
-                filters: IndexFilter | dict[str, Any] | None = None) -> list[MemoryRecord]:
-        """This user's memories ordered by id, ``limit`` at a time (pass the last id as ``offset``)."""
-        self._check_open()
-        check_id("user_id", user_id)
-        if not 1 <= limit <= 10_000:
-            raise InputError("limit must be between 1 and 10000")
-        if offset is None:
-            records, _ = self._index.scroll(user_id, self._filter(filters), limit=limit)
-            return records
-        # the index's offset is inclusive; ours is the last id already seen
-        records, _ = self._index.scroll(user_id, self._filter(filters), limit=limit + 1, offset=offset)
-        if records and records[0].id == offset:
-            records = records[1:]
-        return records[:limit]
+    def import_records(self, records: Iterable[MemoryRecord | dict[str, Any]], *,
+                       vectors: np.ndarray | None = None) -> int:
+        """Store ready-made memory records (a migration, a benchmark's precomputed data) through the
+        change writer; ``vectors`` (one row per record) skip the embedding. Returns how many."""
+        with self._call():
+            self._writable()
+            items = [_importable(r, self.config.write.max_metadata_bytes) for r in records]
+            if vectors is not None and len(vectors) != len(items):
+                raise InputError(f"{len(items)} records but {len(vectors)} vectors")
+            by_user: dict[str, ChangeSet] = {}
+            for i, r in enumerate(items):
+                owner = self._parts.journal.memory_owner(r.id)
+                if owner is not None and owner != r.user_id:
+                    raise InputError(f"memory id {r.id} already belongs to another user")
+                vector = None if vectors is None else np.asarray(vectors[i], dtype=np.float32)
+                by_user.setdefault(r.user_id, ChangeSet(r.user_id)).writes.append(
+                    MemoryWrite(record=r, event=Event.ADD, actor="import", vector=vector))
+            for changes in by_user.values():
+                self._parts.writer.apply(changes)
+            return len(items)
 
     def update(self, memory_id: str, text: str, user_id: str, *, actor: str = "user") -> MemoryRecord:
-        """Replace a memory's text (re-embedded, version + 1, history row)."""
-        self._check_open()
-        if not isinstance(text, str) or not text.strip():
-            raise InputError("text must be a non-empty string")
-        check_text("text", text)
-        with self._lock:
-            old = self.get(memory_id, user_id)
-            new = self._write_record(old, {"memory": text}, actor=actor)
-            self._persist_usage()
-        return new
-
-    def _write_record(self, old: MemoryRecord, changes: dict[str, Any], *, actor: str) -> MemoryRecord:
-        now = time.time()
-        new = old.model_copy(update={**changes, "updated_at": now, "version": old.version + 1})
-        vector = self._embedder.embed([new.memory])[0]
-        self._index.upsert([IndexPoint(record=new, vector=vector)])
-        self._journal.add_history(
-            [(old.user_id, HistoryEntry(memory_id=old.id, event=Event.UPDATE, old_memory=old.memory,
-                                        new_memory=new.memory, timestamp=now, actor=actor))],
-            sleep_pending=[(old.user_id, old.id)] if actor != "sleep" else [],
-        )
-        return new
+        """Replace a memory's text: re-embedded, keywords and entities follow it, version + 1, history row."""
+        with self._call():
+            self._writable()
+            check_bounded_text("text", text, self.config.write.max_turn_chars, "write.max_turn_chars")
+            with self._parts.ingest.user_lock(user_id):
+                old = self._get(memory_id, user_id)
+                new = edited(old, text, now=time.time())
+                self._parts.writer.apply(ChangeSet(user_id, writes=[MemoryWrite(
+                    record=new, event=Event.UPDATE, actor=check_id("actor", actor), old=old)]))
+            return new
 
     def delete(self, memory_id: str, user_id: str, *, actor: str = "user") -> None:
-        self._check_open()
-        with self._lock:
-            old = self.get(memory_id, user_id)
-            self._delete_record(old, actor=actor)
-
-    def _delete_record(self, old: MemoryRecord, *, actor: str) -> None:
-        self._index.delete([old.id], old.user_id)
-        self._journal.add_history([(old.user_id, HistoryEntry(
-            memory_id=old.id, event=Event.DELETE, old_memory=old.memory, new_memory=None,
-            timestamp=time.time(), actor=actor))])
-        self._journal.clear_sleep_pending(old.user_id, [old.id])
-
-    def history(self, memory_id: str, user_id: str) -> list[HistoryEntry]:
-        self._check_open()
-        check_id("user_id", user_id)
-        check_id("memory_id", memory_id)
-        rows = self._journal.history(memory_id, user_id)
-        if not rows:
-            raise NotFoundError(f"memory {memory_id} not found")
-        return rows
+        """Remove a memory from search (its row and history stay in the journal)."""
+        with self._call():
+            self._writable()
+            check_id("actor", actor)
+            with self._parts.ingest.user_lock(user_id):
+                old = self._get(memory_id, user_id)
+                self._parts.writer.apply(ChangeSet(user_id, removals=[MemoryRemoval(record=old, actor=actor)]))
 
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Remove every record, vector and journal row of this user."""
-        self._check_open()
-        check_id("user_id", user_id)
-        with self._lock:
-            self._buffers.pop(user_id, None)
-            self._inflight.pop(user_id, None)
-            self._speakers.pop(user_id, None)
-            memories = self._index.delete_user(user_id)
-            self._index.flush()
-            turns = self._journal.forget_user(user_id)
-        return {"memories": memories, "turns": turns}
+        with self._call():
+            self._writable()
+            check_id("user_id", user_id)
+            with self._parts.ingest.user_lock(user_id):
+                self._parts.access.forget(user_id)
+                counts = self._parts.journal.forget_user(user_id)
+                self._parts.index.delete_user(user_id)
+                self._parts.index.flush()
+            with self._speakers_lock:
+                self._speakers.pop(user_id, None)
+            return counts
 
-    # -- sleep time -------------------------------------------------------------------------
+    # -- read path ----------------------------------------------------------------------------
+    def search(self, query: str, user_id: str, *, limit: int | None = None,
+               filters: IndexFilter | dict[str, Any] | None = None, reference_time: When | None = None,
+               recent_context: list[str] | None = None) -> SearchResult:
+        """Plan, retrieve (one hybrid query per view), select; hits cite their turns."""
+        with self._call():
+            check_id("user_id", user_id)
+            check_bounded_text("query", query, self.config.read.max_query_chars, "read.max_query_chars")
+            if limit is not None:
+                check_int("limit", limit, 1, 200)
+            context = [check_bounded_text("recent_context line", line, self.config.read.max_query_chars,
+                                          "read.max_query_chars") for line in (recent_context or [])][-6:]
+            result = self._parts.read.search(
+                query, user_id, limit=limit, flt=coerce_filter(filters),
+                reference_time=parse_timestamp(reference_time) if reference_time is not None else None,
+                recent_context=context, known_speakers=self._known_speakers(user_id))
+            hits = [SearchHit.from_record(s.record, s.score) for s in result.hits]
+            if self.config.read.track_access and hits and not self.config.read_only \
+                    and self._parts.access.record(user_id, [h.id for h in hits], time.time()):
+                self._parts.writer.flush_access()
+            return SearchResult(query=query, hits=hits, plan=describe_plan(result), timings_ms=result.timings_ms)
+
+    def answer(self, query: str, user_id: str, *, limit: int | None = None,
+               reference_time: When | None = None) -> Answer:
+        """Answer from this user's memories with the configured LLM; cites the memory ids it used."""
+        ref = parse_timestamp(reference_time) if reference_time is not None else None
+        result = self.search(query, user_id, limit=limit, reference_time=ref)
+        with self._call():
+            return self._parts.answerer.answer(query, result.hits, reference_time=ref)
+
+    def get(self, memory_id: str, user_id: str, *, include_evicted: bool = True) -> MemoryRecord:
+        """One memory of this user (``NotFoundError`` for an unknown or another user's id)."""
+        with self._call():
+            return self._get(memory_id, user_id, include_evicted=include_evicted)
+
+    def _get(self, memory_id: str, user_id: str, *, include_evicted: bool = False) -> MemoryRecord:
+        check_id("user_id", user_id)
+        check_id("memory_id", memory_id)
+        statuses = ("active", "evicted") if include_evicted else ("active",)
+        record = self._parts.journal.memory(user_id, memory_id, statuses=statuses)
+        if record is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        pending = self._parts.access.pending(user_id, memory_id)
+        if pending is not None:
+            record = record.model_copy(update={"access_count": record.access_count + pending[0],
+                                               "last_accessed": max(record.last_accessed or 0.0, pending[1])})
+        return record
+
+    def get_all(self, user_id: str, *, limit: int = 100, offset: str | None = None,
+                filters: IndexFilter | dict[str, Any] | None = None,
+                include_evicted: bool = False) -> list[MemoryRecord]:
+        """This user's memories ordered by id, ``limit`` at a time (pass the last id as ``offset``)."""
+        with self._call():
+            check_id("user_id", user_id)
+            check_int("limit", limit, 1, 10_000)
+            if offset is not None:
+                check_id("offset", offset)
+            flt = coerce_filter(filters)
+            statuses = ("active", "evicted") if include_evicted else ("active",)
+            out: list[MemoryRecord] = []
+            after = offset
+            while len(out) < limit:
+                page = self._parts.journal.memories(user_id, statuses=statuses, after_id=after, limit=limit)
+                out += [r for r in page if matches(r, flt)]
+                if len(page) < limit:
+                    break
+                after = page[-1].id
+            return out[:limit]
+
+    def history(self, memory_id: str, user_id: str) -> list[HistoryEntry]:
+        with self._call():
+            check_id("user_id", user_id)
+            check_id("memory_id", memory_id)
+            rows = self._parts.journal.history(memory_id, user_id)
+            if not rows:
+                raise NotFoundError(f"memory {memory_id} not found")
+            return rows
+
+    def _known_speakers(self, user_id: str) -> list[str]:
+        with self._speakers_lock:
+            known = self._speakers.get(user_id)
+            if known is None:
+                known = self._speakers[user_id] = self._parts.journal.speakers(user_id)
+            return list(known)
+
+    def _remember_speakers(self, user_id: str, speakers: set[str]) -> None:
+        with self._speakers_lock:
+            known = self._speakers.get(user_id)
+            if known is not None:
+                known += sorted(s for s in speakers if s not in known)
+
+    # -- sleep time ---------------------------------------------------------------------------
     def sleep(self, user_id: str | None = None) -> SleepReport:
         """Offline update: reconcile entries added since the last sleep with their older neighbours."""
-        self._check_open()
-        if user_id is not None:
-            check_id("user_id", user_id)
-        with self._lock:
-            report = self._sleeper.run(self._journal.sleep_pending(user_id))
-            self._persist_usage()
-        return report
+        with self._call():
+            self._writable()
+            started = time.perf_counter()
+            pending = self._parts.journal.sleep_pending(check_id("user_id", user_id) if user_id else None)
+            report = SleepReport()
+            for uid, ids in pending.items():
+                with self._parts.ingest.user_lock(uid):
+                    report.add(self._parts.sleeper.run_user(uid, ids))
+            self._parts.writer.checkpoint()
+            self._parts.persist_usage()
+            report.seconds = round(time.perf_counter() - started, 3)
+            return report
 
-    # -- statistics -------------------------------------------------------------------------
+    # -- statistics ---------------------------------------------------------------------------
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
         """Token statistics per stage (seed 002's shape), latency per stage and counts.
 
         With ``user_id``, counts are that user's only; without, they cover the whole store.
         """
-        self._check_open()
-        out = self.usage.snapshot()
-        if user_id is not None:
-            check_id("user_id", user_id)
-            pending = len(self._buffers[user_id].pending_turn_ids()) if user_id in self._buffers else 0
+        with self._call():
+            if user_id is not None:
+                check_id("user_id", user_id)
+            j = self._parts.journal
+            out = self._parts.usage.snapshot()
             out["counts"] = {
-                "memories": self._index.count(user_id),
-                "turns": self._journal.count_turns(user_id),
-                "pending_turns": pending,
+                "memories": j.count_memories(user_id),
+                "evicted": j.count_memories(user_id, status="evicted"),
+                "turns": j.count_turns(user_id),
+                "pending_turns": j.count_turns(user_id, TurnStatus.PENDING),
+                "quarantined_turns": j.count_turns(user_id, TurnStatus.QUARANTINED),
             }
-        else:
-            out["counts"] = {
-                "turns": self._journal.count_turns(),
-                "pending_turns": sum(len(b.pending_turn_ids()) for b in self._buffers.values()),
-            }
-        return out
+            if user_id is None:
+                out["counts"]["index_failed"] = j.count_index_state(IndexState.FAILED)
+            return out
 
+    # -- operators ----------------------------------------------------------------------------
+    def quarantined(self, user_id: str | None = None) -> list[QuarantinedTurn]:
+        """Accepted turns whose processing failed (of one user, or all), with the reason."""
+        with self._call():
+            return [q for _, q in self._parts.journal.quarantined(check_id("user_id", user_id) if user_id else None)]
+
+    def retry_quarantined(self, user_id: str, turn_ids: Sequence[str] | None = None) -> AddResult:
+        """Put quarantined turns (all of this user's, or these) back in the write path and flush them."""
+        with self._call():
+            self._writable()
+            check_id("user_id", user_id)
+            ids = list(turn_ids) if turn_ids is not None else [
+                q.turn.id for _, q in self._parts.journal.quarantined(user_id)]
+            moved = self._parts.journal.set_turn_status(user_id, ids, TurnStatus.PENDING,
+                                                        only_from=TurnStatus.QUARANTINED)
+            outcome = self._parts.ingest.process(user_id, force=True)
+            log.info("retried %d quarantined turns of %s", moved, user_id)
+            return AddResult(turn_ids=ids, memories=[SearchHit.from_record(r, 1.0) for r in outcome.stored],
+                             quarantined=outcome.quarantined)
+
+    def drop_quarantined(self, user_id: str, turn_ids: Sequence[str]) -> int:
+        """Give up on quarantined turns: they stay journaled (raw text kept), marked dropped."""
+        with self._call():
+            self._writable()
+            check_id("user_id", user_id)
+            return self._parts.journal.set_turn_status(user_id, list(turn_ids), TurnStatus.DROPPED,
+                                                       only_from=TurnStatus.QUARANTINED)
+
+    def rebuild_index(self) -> RepairReport:
+        """Build the vector index again from the journal (the old Edge directory is moved aside)."""
+        with self._call():
+            self._writable()
+            return rebuild_index(self._parts)
+
+    @classmethod
+    def repair(cls, config: Config | None = None, *, from_index: bool = False, **overrides: Any) -> RepairReport:
+        """``dialogmem repair``: move a damaged or doubtful Edge index aside (never deleted) and build
+        it again from the journal; with ``from_index``, first rebuild a missing journal's memory rows
+        from the surviving index. The store must not be open elsewhere."""
+        config = Config.load(**overrides) if config is None else config.with_overrides(**overrides)
+        data_dir = Path(config.data_dir).expanduser()
+        report = recover_journal(config, data_dir) if from_index else RepairReport()
+        if not from_index and config.store.backend == "edge":
+            lock = _StoreLock(data_dir / ".lock")
+            try:
+                moved = StorePaths(data_dir).move_index_aside("repaired")
+            finally:
+                lock.release()
+            report.index_moved_to = str(moved) if moved is not None else None
+        with cls(config) as mem:  # opening fills a missing index from the journal
+            if config.store.backend != "edge":
+                rebuild_index(mem._parts)
+            report.memories_indexed = mem._parts.index.count_all()
+        return report
+
+
+class _InFlight:
+    """Counts a call in flight, so ``close`` waits for it and a closed store refuses new calls."""
+
+    def __init__(self, mem: Memory) -> None:
+        self._mem = mem
+
+    def __enter__(self) -> None:
+        with self._mem._state:
+            if self._mem._closed:
+                raise StoreError("this Memory is closed")
+            self._mem._active += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._mem._state:
+            self._mem._active -= 1
+            self._mem._state.notify_all()
+
+
+def _importable(item: MemoryRecord | dict[str, Any], max_metadata_bytes: int) -> MemoryRecord:
+    """A record that the journal and the index will both take, or ``InputError`` saying why not."""
+    if not isinstance(item, MemoryRecord):
+        if not isinstance(item, dict):
+            raise InputError(f"a record must be a MemoryRecord or a dict, got {type(item).__name__}")
+        now = time.time()
+        try:
+            item = MemoryRecord.model_validate({"created_at": now, "updated_at": now, **item})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise InputError(f"not a memory record: {'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
+    check_id("user_id", item.user_id)
+    if point_id(item.id) is None:
+        raise InputError(f"memory id {item.id!r} must be a UUID string")
+    check_bounded_text(f"memory {item.id}", item.memory, 10_000_000, "the text limit")
+    check_metadata(f"memory {item.id} metadata", item.metadata, max_metadata_bytes)
+    return item

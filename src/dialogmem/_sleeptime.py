@@ -1,7 +1,9 @@
-"""Carries out sleep-time update for one store: queues, decisions (in ``sleep/``), then the I/O.
+"""Carries out sleep-time update for one user: queues, decisions (in ``_sleep/``), one change set.
 
-Applying a decision re-embeds the new text, rewrites the index point and writes a history row;
-duplicates absorbed by the rule updater are deleted with a history row that names their survivor.
+A user's new entries come from the journal (records with their stored vectors); their update
+queues from one batched dense query; the decisions from the updater (in parallel); and the whole
+outcome — rewritten targets, deleted or absorbed entries, the emptied sleep queue — is one
+``ChangeSet`` for the change writer, so it commits in one transaction.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from ._backends import use_llm
+from ._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from ._journal import Journal
 from ._models import LlamaCppLLM
-from ._models._embed_base import Embedder
 from ._models._llm_base import LLMClient
+from ._records import edited
 from ._settings import SleepSettings
-from ._sleep import LLMUpdater, RuleUpdater, Updater, apply_decision, build_update_queues, plan_sleep
-from ._store import IndexPoint, VectorIndex
-from ._types import Event, HistoryEntry, MemoryRecord
+from ._sleep import LLMUpdater, RuleUpdater, UpdateDecision, Updater, apply_decision, build_update_queues, plan_sleep
+from ._sleep._queue import UpdateQueues
+from ._store import VectorIndex
+from ._types import Event, MemoryRecord
+from ._writer import ChangeWriter
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +43,10 @@ class SleepReport(BaseModel):
     llm_calls: int = 0
     seconds: float = 0.0
 
+    def add(self, other: SleepReport) -> None:
+        for name in ("users", "new_entries", "targets", "updated", "deleted", "merged", "ignored", "llm_calls"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
 
 def make_updater(settings: SleepSettings, llm: LLMClient) -> Updater:
     rules = RuleUpdater()
@@ -50,73 +59,72 @@ def make_updater(settings: SleepSettings, llm: LLMClient) -> Updater:
 class SleepRunner:
     index: VectorIndex
     journal: Journal
-    embedder: Embedder
+    writer: ChangeWriter
     llm: LLMClient
     settings: SleepSettings
 
-    def run(self, pending: dict[str, list[str]]) -> SleepReport:
-        """``pending``: user -> ids added or changed since that user's last sleep."""
+    def __post_init__(self) -> None:
+        self.updater = make_updater(self.settings, self.llm)
+
+    def run_user(self, user_id: str, ids: list[str]) -> SleepReport:
+        """Reconcile ``ids`` (this user's entries added or changed since the last sleep)."""
         started = time.perf_counter()
         calls_before = self.llm.usage.get("llm", "update").calls
-        updater = make_updater(self.settings, self.llm)
-        report = SleepReport()
-        for user_id, ids in pending.items():
-            report.users += 1
-            self._run_user(user_id, ids, updater, report)
-        report.llm_calls = self.llm.usage.get("llm", "update").calls - calls_before
-        report.seconds = round(time.perf_counter() - started, 3)
-        return report
-
-    def _run_user(self, user_id: str, ids: list[str], updater: Updater, report: SleepReport) -> None:
-        new_entries = [(rec, vec) for rec, vec in self.index.retrieve(ids, user_id, with_vectors=True)
-                       if vec is not None]
-        report.new_entries += len(new_entries)
-        queues = build_update_queues(
-            self.index, user_id, new_entries, top_k=self.settings.top_k,
-            keep_top_n=self.settings.keep_top_n, threshold=self.settings.score_threshold,
-        )
-        report.targets += len(queues)
+        report = SleepReport(users=1)
+        records = self.journal.memories(user_id, ids=ids, limit=len(ids) or 1)
+        vectors = self.journal.vectors(user_id, [r.id for r in records])
+        new_entries = [(r, vectors[r.id]) for r in records if r.id in vectors]
+        report.new_entries = len(new_entries)
+        queues = build_update_queues(self.index, user_id, new_entries, top_k=self.settings.top_k,
+                                     keep_top_n=self.settings.keep_top_n, threshold=self.settings.score_threshold)
+        report.targets = len(queues)
         # an in-process llama.cpp model serves one call at a time: more workers would only queue
         workers = 1 if isinstance(self.llm, LlamaCppLLM) else self.settings.max_workers
-        decisions = plan_sleep(queues, updater, max_workers=workers)
+        decisions = plan_sleep(queues, self.updater, max_workers=workers)
+        changes = self._changes(user_id, queues, decisions, report)
+        # A changed entry does not re-enter the queue: otherwise every sleep would revisit it.
+        changes.sleep_done = list(ids)
+        self.writer.apply(changes)
+        report.llm_calls = self.llm.usage.get("llm", "update").calls - calls_before
+        report.seconds = round(time.perf_counter() - started, 3)
+        log.info("sleep %s: %d new, %d targets, %d updated, %d deleted, %d merged", user_id,
+                 report.new_entries, report.targets, report.updated, report.deleted, report.merged)
+        return report
+
+    @staticmethod
+    def _changes(user_id: str, queues: UpdateQueues, decisions: list[UpdateDecision],
+                 report: SleepReport) -> ChangeSet:
         records = queues.records()
-        now = time.time()
-        history: list[tuple[str, HistoryEntry]] = []
-        upserts: list[MemoryRecord] = []
-        deletes: list[str] = []
         payloads = queues.payloads()
+        now = time.time()
+        changes = ChangeSet(user_id)
         for d in decisions:
             target = records[d.target_id]
             new = apply_decision(target, d, records, now=now)
             if new is None:
-                deletes.append(target.id)
-                history.append((user_id, HistoryEntry(
-                    memory_id=target.id, event=Event.DELETE, old_memory=target.memory, new_memory=None,
-                    timestamp=now, actor=f"sleep:{d.method}:superseded-by:{','.join(d.source_ids)}")))
+                changes.removals.append(MemoryRemoval(
+                    record=target, actor=f"sleep:{d.method}:superseded-by:{','.join(d.source_ids)}"))
                 report.deleted += 1
                 continue
             if new is target:
                 report.ignored += 1
                 continue
-            upserts.append(new.model_copy(update={"update_queue": payloads.get(target.id, [])}))
-            history.append((user_id, HistoryEntry(
-                memory_id=target.id, event=Event.UPDATE, old_memory=target.memory, new_memory=new.memory,
-                timestamp=now, actor=f"sleep:{d.method}")))
+            changes.writes.append(MemoryWrite(
+                record=_refreshed(new, target, payloads.get(target.id, []), now), event=Event.UPDATE,
+                actor=f"sleep:{d.method}", old=target, sleep_pending=False))
             report.updated += 1
             for absorbed in d.absorbed_ids:
-                gone = records[absorbed]
-                deletes.append(absorbed)
-                history.append((user_id, HistoryEntry(
-                    memory_id=absorbed, event=Event.DELETE, old_memory=gone.memory, new_memory=None,
-                    timestamp=now, actor=f"sleep:{d.method}:merged-into:{target.id}")))
+                changes.removals.append(MemoryRemoval(record=records[absorbed],
+                                                      actor=f"sleep:{d.method}:merged-into:{target.id}"))
                 report.merged += 1
-        if upserts:
-            vectors = self.embedder.embed([r.memory for r in upserts])
-            self.index.upsert([IndexPoint(record=r, vector=v) for r, v in zip(upserts, vectors, strict=True)])
-        if deletes:
-            self.index.delete(deletes, user_id)
-        self.journal.add_history(history)
-        # A changed entry does not re-enter the queue: otherwise every sleep would revisit it.
-        self.journal.clear_sleep_pending(user_id, ids)
-        log.info("sleep %s: %d new, %d targets, %d updated, %d deleted, %d merged", user_id,
-                 len(new_entries), len(queues), report.updated, report.deleted, report.merged)
+        return changes
+
+
+def _refreshed(new: MemoryRecord, target: MemoryRecord, queue: list[dict[str, float | str]],
+               now: float) -> MemoryRecord:
+    """The decided record with keywords and entities that follow its new text, and its queue."""
+    merged = edited(target, new.memory, now=now)
+    return new.model_copy(update={
+        "keywords": list(dict.fromkeys([*merged.keywords, *new.keywords])),
+        "entities": list(dict.fromkeys([*merged.entities, *new.entities])),
+        "update_queue": queue})

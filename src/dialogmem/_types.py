@@ -107,13 +107,14 @@ class SearchHit(BaseModel):
     weekday: str
     speaker_name: str
     source_turn_ids: list[str]
+    tier: Tier = "mtm"  # "ltm": shared, de-identified knowledge, not this user's own episode
 
     @classmethod
     def from_record(cls, record: MemoryRecord, score: float) -> SearchHit:
         return cls(
             id=record.id, memory=record.memory, score=score, time_stamp=record.time_stamp,
             weekday=record.weekday, speaker_name=record.speaker_name,
-            source_turn_ids=list(record.source_turn_ids),
+            source_turn_ids=list(record.source_turn_ids), tier=record.tier,
         )
 
 
@@ -124,11 +125,30 @@ def render_context(hits: Sequence[SearchHit]) -> str:
     return "\n".join(f"{h.time_stamp} {h.weekday} {' / '.join(h.memory.splitlines())}" for h in ordered)
 
 
+class SearchPlan(BaseModel):
+    """How a search was run: the views it searched and the constraints it applied or dropped."""
+
+    views: list[str]  # the hypothetical queries, one hybrid query each
+    routes: list[str]  # per view: "mtm", "ltm" or "any"
+    keywords: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+    speakers: list[str] = Field(default_factory=list)
+    time_from: str | None = None  # ISO, inclusive
+    time_to: str | None = None
+    complexity: str = "moderate"
+    k: int = 10
+    source: Literal["rules", "llm"] = "rules"
+    filters: list[str] = Field(default_factory=list)  # constraints applied ("time", "speakers", "tier", ...)
+    relaxed: list[str] = Field(default_factory=list)  # constraints dropped because they matched nothing
+
+
 class SearchResult(BaseModel):
-    """The hits of one search, plus a rendering for an LLM prompt."""
+    """The hits of one search, how it was planned, where its time went, and a rendering for an LLM."""
 
     query: str
     hits: list[SearchHit]
+    plan: SearchPlan | None = None
+    timings_ms: dict[str, float] = Field(default_factory=dict)
 
     def context(self) -> str:
         """Hits as ``time_stamp weekday memory`` lines, oldest first."""
@@ -155,10 +175,11 @@ class Event(StrEnum):
     ADD = "ADD"
     UPDATE = "UPDATE"
     DELETE = "DELETE"
+    EVICT = "EVICT"  # left the MTM index under the capacity bound; still readable with get()
 
 
 class HistoryEntry(BaseModel):
-    """One change to one memory."""
+    """One change to one memory; ``previous`` is the whole record before it (to undo a change)."""
 
     memory_id: str
     event: Event
@@ -166,11 +187,24 @@ class HistoryEntry(BaseModel):
     new_memory: str | None
     timestamp: float
     actor: str
+    previous: MemoryRecord | None = None
 
 
 class AddResult(BaseModel):
-    """What ``Memory.add`` accepted and produced."""
+    """What ``Memory.add`` accepted and produced.
+
+    ``quarantined``: accepted turns (journaled, never lost) whose processing failed; they wait in
+    quarantine for an operator (``Memory.quarantined`` / ``retry_quarantined`` / ``drop_quarantined``).
+    """
 
     turn_ids: list[str]
     memories: list[SearchHit] = Field(default_factory=list)
     pending_turns: int = 0
+    quarantined: list[str] = Field(default_factory=list)
+
+
+class QuarantinedTurn(BaseModel):
+    """An accepted turn whose processing failed, with the reason."""
+
+    turn: Turn
+    error: str

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ._config import Config
-from ._conversation import read_conversation, sample_path
+from ._conversation import sample_path
 from ._errors import DialogmemError
 from ._memory import Memory
 
@@ -24,6 +24,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Long-term memory for LLM agents: add conversations, search, manage memories.")
 T = TypeVar("T")
 
+ReadOnlyOpt = Annotated[bool, typer.Option("--read-only", help="read beside a running writer (no lock)")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="dialogmem.toml to read")]
 DataOpt = Annotated[Path | None, typer.Option("--data-dir", help="store directory (default: platformdirs)")]
 UserOpt = Annotated[str, typer.Option("--user", "-u", help="user id (the scope)")]
@@ -35,19 +36,26 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def _load(config: Path | None, data_dir: Path | None, **overrides: Any) -> Config:
+    if data_dir:
+        overrides["data_dir"] = data_dir
+    return Config.load(config, **overrides)
+
+
 @contextmanager
-def _memory(config: Path | None, data_dir: Path | None) -> Iterator[Memory]:
+def _memory(config: Path | None, data_dir: Path | None, *, read_only: bool = False) -> Iterator[Memory]:
     """Open the store; library errors become a one-line ``Error: ...`` and exit code 1."""
     try:
-        overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
-        with Memory(Config.load(config, **overrides)) as mem:
+        overrides: dict[str, Any] = {"read_only": True} if read_only else {}
+        with Memory(_load(config, data_dir, **overrides)) as mem:
             yield mem
     except DialogmemError as exc:
         raise _fail(str(exc)) from None
 
 
-def _run(config: Path | None, data_dir: Path | None, call: Callable[[Memory], T]) -> T:
-    with _memory(config, data_dir) as mem:
+def _run(config: Path | None, data_dir: Path | None, call: Callable[[Memory], T], *,
+         read_only: bool = False) -> T:
+    with _memory(config, data_dir, read_only=read_only) as mem:
         try:
             return call(mem)
         except DialogmemError as exc:
@@ -69,19 +77,12 @@ def _hits_table(title: str, rows: list[dict[str, Any]]) -> Table:
 
 
 def _ingest(mem: Memory, path: Path, user: str, *, quiet: bool = False) -> tuple[int, int]:
-    batches = read_conversation(path)
-    total = sum(len(b.messages) for b in batches)
-    stored = 0
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as progress:
-        task = progress.add_task(f"adding {path.name}", total=total)
-        for batch in batches:
-            for msg in batch.messages:  # turn by turn, as a live conversation arrives
-                result = mem.add([msg], user, session_id=batch.session_id, timestamp=batch.timestamp)
-                stored += len(result.memories)
-                progress.advance(task)
-        stored += len(mem.flush(user))
-    return total, stored
+        task = progress.add_task(f"adding {path.name}", total=None)
+        result = mem.add_conversation(path, user, progress=lambda done, total: progress.update(
+            task, completed=done, total=total))
+    return len(result.turn_ids), len(result.memories)
 
 
 @app.command()
@@ -94,9 +95,10 @@ def add(file: Annotated[Path, typer.Argument(help="JSON list of messages or a Lo
 
 @app.command()
 def search(query: str, user: UserOpt, limit: Annotated[int, typer.Option("--limit", "-k")] = 10,
-           config: ConfigOpt = None, data_dir: DataOpt = None, as_json: JsonOpt = False) -> None:
+           config: ConfigOpt = None, data_dir: DataOpt = None, as_json: JsonOpt = False,
+           read_only: ReadOnlyOpt = False) -> None:
     """Search a user's memories."""
-    result = _run(config, data_dir, lambda m: m.search(query, user, limit=limit))
+    result = _run(config, data_dir, lambda m: m.search(query, user, limit=limit), read_only=read_only)
     rows = [h.model_dump() for h in result.hits]
     if as_json:
         _print_json(rows)
@@ -106,9 +108,12 @@ def search(query: str, user: UserOpt, limit: Annotated[int, typer.Option("--limi
 
 @app.command("list")
 def list_(user: UserOpt, limit: Annotated[int, typer.Option("--limit", "-n")] = 100,
-          config: ConfigOpt = None, data_dir: DataOpt = None, as_json: JsonOpt = False) -> None:
+          config: ConfigOpt = None, data_dir: DataOpt = None, as_json: JsonOpt = False,
+          read_only: ReadOnlyOpt = False,
+          evicted: Annotated[bool, typer.Option("--evicted", help="include items evicted from MTM")] = False) -> None:
     """List a user's memories."""
-    records = _run(config, data_dir, lambda m: m.get_all(user, limit=limit))
+    records = _run(config, data_dir, lambda m: m.get_all(user, limit=limit, include_evicted=evicted),
+                   read_only=read_only)
     rows = [r.model_dump(mode="json") for r in records]
     if as_json:
         _print_json(rows)
@@ -166,9 +171,52 @@ def sleep(user: Annotated[str | None, typer.Option("--user", "-u")] = None,
 
 @app.command()
 def stats(user: Annotated[str | None, typer.Option("--user", "-u")] = None,
-          config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
+          config: ConfigOpt = None, data_dir: DataOpt = None, read_only: ReadOnlyOpt = False) -> None:
     """Token statistics, latency per stage and counts."""
-    _print_json(_run(config, data_dir, lambda m: m.stats(user)))
+    _print_json(_run(config, data_dir, lambda m: m.stats(user), read_only=read_only))
+
+
+@app.command()
+def repair(config: ConfigOpt = None, data_dir: DataOpt = None,
+           from_index: Annotated[bool, typer.Option(
+               "--from-index", help="the journal is lost: rebuild its memories from the index")] = False) -> None:
+    """Rebuild the vector index from the journal (the old index is moved aside, never deleted)."""
+    try:
+        report = Memory.repair(_load(config, data_dir), from_index=from_index)
+    except DialogmemError as exc:
+        raise _fail(str(exc)) from None
+    _print_json(report.model_dump())
+
+
+quarantine_app = typer.Typer(help="Accepted turns whose processing failed: list, retry or drop them.",
+                             no_args_is_help=True)
+app.add_typer(quarantine_app, name="quarantine")
+
+
+@quarantine_app.command("list")
+def quarantine_list(user: Annotated[str | None, typer.Option("--user", "-u")] = None,
+                    config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
+    """Quarantined turns with the reason."""
+    rows = _run(config, data_dir, lambda m: m.quarantined(user), read_only=True)
+    _print_json([{"user_id": q.turn.user_id, "turn_id": q.turn.id, "speaker": q.turn.speaker,
+                  "content": q.turn.content[:200], "error": q.error} for q in rows])
+
+
+@quarantine_app.command("retry")
+def quarantine_retry(user: UserOpt, turn: Annotated[list[str] | None, typer.Option(
+        "--turn", help="a turn id (repeatable); default: all of the user's")] = None,
+                     config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
+    """Process quarantined turns again."""
+    result = _run(config, data_dir, lambda m: m.retry_quarantined(user, turn))
+    typer.echo(f"retried: {len(result.memories)} memories stored, {len(result.quarantined)} turns still quarantined")
+
+
+@quarantine_app.command("drop")
+def quarantine_drop(user: UserOpt, turn: Annotated[list[str], typer.Option("--turn", help="a turn id (repeatable)")],
+                    config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
+    """Give up on quarantined turns (their raw text stays journaled)."""
+    n = _run(config, data_dir, lambda m: m.drop_quarantined(user, turn))
+    typer.echo(f"dropped {n} turns")
 
 
 @app.command()

@@ -2,7 +2,7 @@
 
 from ._answer import Answer, Answerer, AnswerOutput
 from ._factory import make_planner, make_selector
-from ._pipeline import ReadPipeline, ReadResult, context_tokens, render_context, to_hit
+from ._pipeline import ReadPipeline, ReadResult, context_tokens, describe_plan, render_context, to_hit
 from ._plan import (
     HypotheticalQuery,
     LLMPlanner,
@@ -38,6 +38,7 @@ __all__ = [
     "TimeWindow",
     "coarse_retrieve",
     "context_tokens",
+    "describe_plan",
     "estimate_complexity",
     "k_for",
     "make_planner",

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
 from .._errors import InputError
 from .._models._embed_base import Embedder
 from .._store._base import IndexFilter, VectorIndex
-from .._types import ScoredRecord, SearchHit, render_context
+from .._types import ScoredRecord, SearchHit, SearchPlan, render_context
 from .._usage import UsageTracker
 from ._plan import Planner, QueryPlan
-from ._retrieve import attach_vectors, embed_views, search_views
+from ._retrieve import active_filters, attach_vectors, embed_views, search_views
 from ._select import Selector
 
 
@@ -30,7 +30,23 @@ class ReadResult(BaseModel):
     hits: list[ScoredRecord]
     plan: QueryPlan
     candidates: int = 0  # size of the stage-1 pool
+    filters: list[str] = Field(default_factory=list)  # constraints the plan asked for
+    relaxed: list[str] = Field(default_factory=list)  # of those, dropped because they matched nothing
     timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
+def describe_plan(result: ReadResult) -> SearchPlan:
+    """The public account of how a search ran."""
+    plan = result.plan
+
+    def iso(t: float | None) -> str | None:
+        return None if t is None else datetime.fromtimestamp(t, UTC).replace(tzinfo=None).isoformat()
+
+    return SearchPlan(
+        views=[h.text for h in plan.hqs], routes=[h.route for h in plan.hqs], keywords=list(plan.keywords),
+        entities=list(plan.entities), speakers=list(plan.speakers), time_from=iso(plan.time_from),
+        time_to=iso(plan.time_to), complexity=plan.complexity, k=plan.k, source=plan.source,
+        filters=list(result.filters), relaxed=list(result.relaxed))
 
 
 def to_hit(scored: ScoredRecord) -> SearchHit:
@@ -78,7 +94,7 @@ class ReadPipeline:
         t_plan = time.perf_counter()
         vectors = embed_views(self.embedder, plan)
         t_embed = time.perf_counter()
-        candidates = search_views(self.index, user_id, plan, vectors, k=k, base_filter=flt)
+        candidates, relaxed = search_views(self.index, user_id, plan, vectors, k=k, base_filter=flt)
         if self.mmr_vectors and len(candidates) > k:
             attach_vectors(self.index, user_id, candidates)
         t_retrieve = time.perf_counter()
@@ -90,4 +106,8 @@ class ReadPipeline:
             timings[stage] = (b - a) * 1000.0
             self.usage.record("latency", f"search.{stage}", calls=1, latency_ms=timings[stage])
         self.usage.record("latency", "search", calls=1, latency_ms=(t_select - start) * 1000.0)
-        return ReadResult(hits=hits, plan=plan, candidates=len(candidates), timings_ms=timings)
+        filters = sorted({f for hq in plan.hqs for f in active_filters(plan, hq.route)})
+        if flt is not None and not flt.is_empty():
+            filters.append("caller")
+        return ReadResult(hits=hits, plan=plan, candidates=len(candidates), filters=filters, relaxed=relaxed,
+                          timings_ms=timings)

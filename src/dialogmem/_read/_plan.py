@@ -78,16 +78,10 @@ class QueryPlan(BaseModel):
     complexity: Complexity = "moderate"
     k: int = Field(default=10, ge=K_MIN, le=K_MAX)
     source: Literal["rules", "llm"] = "rules"
-    #: filters that matched nothing and were dropped at retrieval ("tier", "speakers", "time")
-    degraded: list[str] = Field(default_factory=list)
 
     @property
     def has_window(self) -> bool:
         return self.time_from is not None or self.time_to is not None
-
-    def note_degraded(self, what: str) -> None:
-        if what not in self.degraded:
-            self.degraded.append(what)
 
 
 class Planner(Protocol):

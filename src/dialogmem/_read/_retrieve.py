@@ -7,7 +7,8 @@ union, de-duplicated by id, is cut to ``2K`` candidates.
 
 A filter that matches nothing is dropped rather than returning nothing: first the tier (a tier
 may simply be empty — LTM is built only at sleep time), then the speakers, then the time window.
-What was dropped is noted in ``plan.degraded`` so the caller can tell.
+What was dropped is returned beside the candidates (the plan itself is never changed), so the
+caller can tell.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def view_filter(plan: QueryPlan, route: str, base: IndexFilter | None,
     )
 
 
-def _active(plan: QueryPlan, route: str) -> list[str]:
+def active_filters(plan: QueryPlan, route: str) -> list[str]:
+    """The constraints a view applies (relaxable, in ``_RELAX_ORDER``'s vocabulary)."""
     active = []
     if route in ("mtm", "ltm"):
         active.append("tier")
@@ -98,21 +100,24 @@ def embed_views(embedder: Embedder, plan: QueryPlan) -> np.ndarray:
 
 
 def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.ndarray, *, k: int,
-                 base_filter: IndexFilter | None = None) -> list[Candidate]:
-    """One hybrid query per view, union by id, at most ``2k`` candidates, best first."""
+                 base_filter: IndexFilter | None = None) -> tuple[list[Candidate], list[str]]:
+    """One hybrid query per view, union by id: at most ``2k`` candidates, best first, and the
+    filters that had to be dropped because they matched nothing."""
     budget = per_view_budget(k, len(plan.hqs))
     prefetch = max(2 * budget, 20)
     merged: dict[str, Candidate] = {}
+    dropped: list[str] = []
     for hq, vector in zip(plan.hqs, vectors, strict=True):
         text = lexical_text(hq.text, plan)
         relaxed: list[str] = []
         hits = index.hybrid_search(user_id, vector, text, limit=budget,
                                    flt=view_filter(plan, hq.route, base_filter), prefetch_limit=prefetch)
-        for step in (s for s in _RELAX_ORDER if s in _active(plan, hq.route)):
+        for step in (s for s in _RELAX_ORDER if s in active_filters(plan, hq.route)):
             if hits:
                 break
             relaxed.append(step)
-            plan.note_degraded(step)
+            if step not in dropped:
+                dropped.append(step)
             hits = index.hybrid_search(user_id, vector, text, limit=budget,
                                        flt=view_filter(plan, hq.route, base_filter, relaxed),
                                        prefetch_limit=prefetch)
@@ -125,7 +130,7 @@ def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.
                 seen.score = max(seen.score, hit.score)
                 seen.rank = min(seen.rank, rank)
     ordered = sorted(merged.values(), key=lambda c: (-c.views, -c.score, c.rank, c.record.id))
-    return ordered[: 2 * k]
+    return ordered[: 2 * k], dropped
 
 
 def attach_vectors(index: VectorIndex, user_id: str, candidates: list[Candidate]) -> None:
@@ -139,7 +144,8 @@ def attach_vectors(index: VectorIndex, user_id: str, candidates: list[Candidate]
 
 
 def coarse_retrieve(index: VectorIndex, embedder: Embedder, user_id: str, plan: QueryPlan, *, k: int,
-                    base_filter: IndexFilter | None = None) -> list[Candidate]:
-    """Stage 1 in one call: embed the HQs, run one hybrid query per HQ, union to ≤ 2k."""
+                    base_filter: IndexFilter | None = None) -> tuple[list[Candidate], list[str]]:
+    """Stage 1 in one call: embed the HQs, run one hybrid query per HQ, union to ≤ 2k (and the
+    filters dropped on the way)."""
     vectors = embed_views(embedder, plan)
     return search_views(index, user_id, plan, vectors, k=k, base_filter=base_filter)

@@ -96,6 +96,13 @@ class VectorIndex(Protocol):
                            ) -> list[list[ScoredRecord]]:
         """Many dense queries in one batch request (used to build sleep-time update queues)."""
 
+    def count_all(self) -> int:
+        """Points of every user (maintenance only)."""
+
+    def scroll_all(self, *, limit: int = 500, offset: str | None = None, with_vectors: bool = True
+                   ) -> tuple[list[tuple[MemoryRecord, np.ndarray | None]], str | None]:
+        """One page of every user's points ordered by id (maintenance only)."""
+
     def flush(self) -> None:
         """Make everything written so far durable."""
 

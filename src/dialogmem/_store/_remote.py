@@ -51,6 +51,13 @@ class RemoteIndex(ScopedIndex):
         )
         log.info("created qdrant collection %s", self.collection)
 
+    def reset(self) -> None:
+        """Drop the collection and create it empty (a rebuild from the journal follows)."""
+        with self._io("reset"):
+            self._client.delete_collection(self.collection)
+            self._create()
+            self._check_and_index()
+
     def _check_and_index(self) -> None:
         info = self._client.get_collection(self.collection)
         vectors = info.config.params.vectors

@@ -123,6 +123,20 @@ class ScopedIndex(ABC):
             hits, nxt = self._scroll(spec, limit, start, False)
         return [r for r, _ in self._records(hits, False)], nxt
 
+    # -- maintenance (every user at once: rebuilds and imports, never a caller's request) ----------
+
+    def count_all(self) -> int:
+        """Points of every user."""
+        with self._io("count"):
+            return self._count(FilterSpec(must=()))
+
+    def scroll_all(self, *, limit: int = 500, offset: str | None = None, with_vectors: bool = True
+                   ) -> tuple[list[tuple[MemoryRecord, np.ndarray | None]], str | None]:
+        """One page of every user's points ordered by id, with vectors; and the next offset."""
+        with self._io("scroll"):
+            hits, nxt = self._scroll(FilterSpec(must=()), check_limit(limit), offset, with_vectors)
+        return list(self._records(hits, with_vectors)), nxt
+
     def hybrid_search(self, user_id: str, vector: np.ndarray, text: str, *, limit: int,
                       flt: IndexFilter | None = None, prefetch_limit: int | None = None
                       ) -> list[ScoredRecord]:

@@ -1,6 +1,6 @@
-"""The write path: pre-compression, topic segmentation, STM buffer, extraction, time normalisation."""
+"""The write path: pre-compression, topic segmentation, due batches, extraction, time normalisation."""
 
-from ._buffer import RECENT_TURNS, WriteBuffer
+from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch, topic_id
 from ._compress import (
     Compressor,
     CompressResult,
@@ -17,6 +17,8 @@ from ._tokens import count_tokens
 
 __all__ = [
     "RECENT_TURNS",
+    "Batch",
+    "BufferPolicy",
     "BufferedTurn",
     "CompressResult",
     "Compressor",
@@ -28,11 +30,12 @@ __all__ = [
     "NoCompressor",
     "RuleExtractor",
     "Segmenter",
-    "WriteBuffer",
     "WriteStages",
     "absolutize",
     "count_tokens",
+    "due_batch",
     "make_compressor",
     "make_segmenter",
     "make_write_stages",
+    "topic_id",
 ]

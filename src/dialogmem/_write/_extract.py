@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -24,6 +24,7 @@ from .._backends import with_fallback
 from .._models._llm_base import LLMClient
 from .._prompts.extract import render_extraction_messages
 from .._text import content_tokens, entities, is_filler, memory_keywords
+from .._types import Turn
 from ._timenorm import absolutize
 from ._tokens import count_tokens
 
@@ -36,7 +37,8 @@ DEFAULT_SALIENCE = 0.5
 
 
 class BufferedTurn(BaseModel):
-    """A turn waiting in the write buffers; ``text`` is the original (caption already appended)."""
+    """A turn on its way through the write path, with its provenance; ``text`` is the original
+    (caption already appended), ``compressed`` what pre-compression kept of it."""
 
     turn_id: str
     speaker: str
@@ -47,6 +49,15 @@ class BufferedTurn(BaseModel):
     weekday: str
     session_id: str | None = None
     topic_id: int = -1
+    seq: int = 0  # the journal's order; 0 for a turn not journaled yet
+    agent_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_turn(cls, t: Turn) -> BufferedTurn:
+        return cls(turn_id=t.id, speaker=t.speaker, text=t.content, compressed=t.content,
+                   time_stamp=t.time_stamp, float_time_stamp=t.float_time_stamp, weekday=t.weekday,
+                   session_id=t.session_id, seq=t.seq, agent_id=t.agent_id, metadata=t.metadata)
 
     def content(self) -> str:
         """What extraction reads: the compressed text, or the original when compression emptied it."""
@@ -77,6 +88,8 @@ class ExtractedFact(BaseModel):
     session_id: str | None = None
     salience: float = DEFAULT_SALIENCE
     method: Literal["llm", "rule"] = "rule"
+    agent_id: str | None = None  # provenance of the turn the fact belongs to (its latest source)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 Batch = Sequence[Sequence[BufferedTurn]]
@@ -111,6 +124,8 @@ def fact_from_turns(text: str, turns: Sequence[BufferedTurn], *, method: Literal
         session_id=latest.session_id,
         salience=salience,
         method=method,
+        agent_id=latest.agent_id,
+        metadata=dict(latest.metadata),
     )
 
 

@@ -1,20 +1,24 @@
-"""Builds the write-path stages from settings: one compressor, segmenter and extractor per store,
-and a fresh buffer per user scope."""
+"""The write-path stages of one store, built from settings: a compressor, a segmenter, an extractor,
+and the buffer policy that says when pending turns are due."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from .._backends import use_llm
 from .._models._embed_base import Embedder
 from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
-from ._buffer import WriteBuffer
+from ._buffer import Batch, BufferPolicy, due_batch
 from ._compress import Compressor, make_compressor
-from ._extract import Extractor, LLMExtractor, RuleExtractor
-from ._segment import Segmenter, make_segmenter
+from ._extract import BufferedTurn, Extractor, LLMExtractor, RuleExtractor
+from ._segment import NoSegmenter, Segmenter, make_segmenter
+from ._tokens import count_tokens
+
+_CACHE_SIZE = 4096
 
 
 @dataclass
@@ -23,17 +27,46 @@ class WriteStages:
     segmenter: Segmenter
     extractor: Extractor
     embedder: Embedder
-    sensory_tokens: int
-    stm_threshold: int
+    policy: BufferPolicy
+    llm_extracts: bool = False
+    # compressed text and token count per (turn id, text): compression may be a model call, and a
+    # pending turn is looked at again by every later decision until its batch is due
+    _cache: OrderedDict[tuple[str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def new_buffer(self) -> WriteBuffer:
-        return WriteBuffer(
-            self.compressor, self.segmenter, self.extractor,
-            sensory_tokens=self.sensory_tokens, stm_threshold=self.stm_threshold, embed_fn=self._embed,
-        )
+    @property
+    def immediate(self) -> bool:
+        """Whether a turn's memories are written in the same call (and transaction) that journals it:
+        every turn is due at once and no LLM call sits between arrival and storage."""
+        return self.policy.immediate and not self.llm_extracts
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        return self.embedder.embed(texts)
+    def due(self, pending: Sequence[BufferedTurn], *, force: bool) -> Batch:
+        """The batch of ``pending`` turns due now (compressed, with topic ids), or []."""
+        prepared = self._prepare(pending)
+        tokens = [n for _, n in prepared]
+        turns = [t.model_copy(update={"compressed": text}) for t, (text, _) in zip(pending, prepared, strict=True)]
+        return due_batch(turns, tokens, self.policy, force=force, boundaries=self._boundaries)
+
+    def _prepare(self, pending: Sequence[BufferedTurn]) -> list[tuple[str, int]]:
+        keys = [(t.turn_id, t.text) for t in pending]
+        with self._cache_lock:
+            known = {k: self._cache[k] for k in keys if k in self._cache}
+        todo = [t for t, k in zip(pending, keys, strict=True) if k not in known]
+        if todo:
+            results = self.compressor.compress_many([t.text for t in todo])
+            with self._cache_lock:
+                for t, res in zip(todo, results, strict=True):
+                    # a turn compressed to nothing keeps its original text (seed 001's practice)
+                    text = res.text if res.text.strip() else t.text
+                    known[(t.turn_id, t.text)] = self._cache[(t.turn_id, t.text)] = (text, count_tokens(text))
+                while len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return [known[k] for k in keys]
+
+    def _boundaries(self, texts: list[str]) -> list[int]:
+        if isinstance(self.segmenter, NoSegmenter):
+            return []
+        return self.segmenter.boundaries(texts, self.embedder.embed(texts))
 
 
 def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedder) -> WriteStages:
@@ -55,4 +88,5 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
     threshold = settings.stm_threshold
     if threshold is None:
         threshold = 512 if llm_extracts else 0
-    return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder, sensory, threshold)
+    return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder,
+                       BufferPolicy(sensory, threshold), llm_extracts=llm_extracts)

@@ -1,0 +1,101 @@
+"""Runs the write path for the facade: journal, due batches, extraction, the change writer.
+
+Per user, one lock serialises that user's writes (so a retried message is recognised, and a batch
+is extracted once); nothing here takes a store-wide lock, so a slow model call for one user holds
+up neither other users' writes nor anyone's searches.
+
+Two ways through, chosen by the stages:
+
+* immediate (LLM-free defaults): a turn's memories are computed first and committed together with
+  the turn itself — one journal transaction per ``add``;
+* batched (an LLM extracts, or the buffers have sizes): the turns are journaled first (the caller's
+  acknowledgement), and when a batch is due its extraction runs outside any lock, then commits.
+
+A batch whose processing raises is quarantined (its turns stay journaled, with the error) instead
+of failing the call or, at the next open, the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ._changes import ChangeSet, MemoryWrite
+from ._journal import Journal, TurnStatus
+from ._records import records_from_facts
+from ._types import Event, MemoryRecord, Turn
+from ._write import RECENT_TURNS, Batch, BufferedTurn, WriteStages
+from ._writer import ChangeWriter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IngestResult:
+    stored: list[MemoryRecord] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+
+
+class Ingest:
+    def __init__(self, journal: Journal, writer: ChangeWriter, stages: WriteStages) -> None:
+        self.journal = journal
+        self.writer = writer
+        self.stages = stages
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def user_lock(self, user_id: str) -> threading.Lock:
+        """The lock that serialises one user's writes (add, flush, update, delete, sleep)."""
+        with self._locks_guard:
+            lock = self._locks.get(user_id)
+            if lock is None:
+                lock = self._locks[user_id] = threading.Lock()
+            return lock
+
+    def add(self, user_id: str, turns: list[Turn], *, flush: bool) -> IngestResult:
+        """Journal the turns that are new (a retried id is a no-op), then write what is due."""
+        with self.user_lock(user_id):
+            return self._run(user_id, self.journal.fresh_turns(turns), force=flush)
+
+    def process(self, user_id: str, *, force: bool) -> IngestResult:
+        """Write this user's due batch (all pending turns with ``force``): flush, and after a restart."""
+        with self.user_lock(user_id):
+            return self._run(user_id, [], force=force)
+
+    def _run(self, user_id: str, fresh: list[Turn], *, force: bool) -> IngestResult:
+        pending = [BufferedTurn.from_turn(t) for t in [*self.journal.pending_turns(user_id), *fresh]]
+        batch = self.stages.due(pending, force=force) if pending else []
+        if fresh and not (batch and self.stages.immediate):
+            self.writer.apply(ChangeSet(user_id, turns=fresh))  # journaled: the caller's turn is safe
+            fresh = []
+        if not batch:
+            return IngestResult()
+        changes = self._batch_changes(user_id, batch)
+        changes.turns = fresh + changes.turns  # immediate: the turns commit with their memories
+        stored = self.writer.apply(changes)
+        return IngestResult(stored=stored, quarantined=list(changes.quarantined))
+
+    def _batch_changes(self, user_id: str, batch: Batch) -> ChangeSet:
+        turn_ids = [t.turn_id for segment in batch for t in segment]
+        try:
+            previous = self._context(user_id, batch[0][0], set(turn_ids))
+            facts = self.stages.extractor.extract(batch, previous=previous)
+            records = records_from_facts(user_id, facts, now=time.time())
+            vectors = self.stages.embedder.embed([r.memory for r in records])
+        except Exception as exc:  # a poison batch must never block the store: it waits in quarantine
+            log.error("could not process %d turns of user %s (%s: %s); they are quarantined",
+                      len(turn_ids), user_id, type(exc).__name__, exc, exc_info=True)
+            return ChangeSet(user_id, quarantined=dict.fromkeys(turn_ids, f"{type(exc).__name__}: {exc}"))
+        writes = [MemoryWrite(record=r, event=Event.ADD, actor="write", vector=v)
+                  for r, v in zip(records, vectors, strict=True)]
+        return ChangeSet(user_id, writes=writes, processed=turn_ids)
+
+    def _context(self, user_id: str, first: BufferedTurn, batch_ids: set[str]) -> list[BufferedTurn]:
+        """The turns said just before the batch (its extractor's read-only context), oldest first."""
+        earlier = self.journal.turns_before(user_id, first.seq or None, RECENT_TURNS + len(batch_ids))
+        return [BufferedTurn.from_turn(t) for t in earlier if t.id not in batch_ids][-RECENT_TURNS:]
+
+    def pending_count(self, user_id: str | None = None) -> int:
+        return self.journal.count_turns(user_id, TurnStatus.PENDING)

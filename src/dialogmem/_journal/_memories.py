@@ -1,0 +1,201 @@
+"""Memory rows of the journal: the canonical copy of every memory, and the one commit of a change set.
+
+A row holds the record (JSON), its dense vector, its status (active, evicted, deleted), and its
+index state — the outbox of the vector index: a committed change marks the rows it touched, the
+change writer applies them to the index and marks them synced once the index has flushed, and
+whatever is still marked after a crash is applied again when the store opens.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+
+from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
+from .._errors import StoreError
+from .._types import HistoryEntry, MemoryRecord, Turn
+from ._schema import IndexState, TurnStatus
+
+Row = Any  # sqlite3.Row, or a mapping row of another SQL backend
+
+_SELECT = "SELECT id, payload, access_count, last_accessed, status FROM memories"
+
+
+class MemoryRows:
+    """Mixin: needs ``_tx()``, ``_query()``, ``_insert_turns()`` and ``_insert_history()``."""
+
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...  # provided by the journal
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
+    @staticmethod
+    def _insert_turns(db: sqlite3.Connection, turns: Sequence[Turn], now: float) -> None: ...
+    @staticmethod
+    def _insert_history(db: sqlite3.Connection, user_id: str, e: HistoryEntry) -> None: ...
+
+    # -- the one commit ---------------------------------------------------------------------
+    def commit(self, cs: ChangeSet, vectors: Mapping[str, np.ndarray], *,
+               access: Sequence[tuple[str, str, int, float]] = ()) -> None:
+        """Everything in ``cs`` in one transaction (one fsync); ``vectors`` by memory id for the
+        writes; ``access`` (user, id, count, last) deltas of access statistics ride along."""
+        now = time.time()
+        with self._tx() as db:
+            self._insert_turns(db, cs.turns, now)
+            for w in cs.writes:
+                self._write(db, cs.user_id, w, vectors.get(w.record.id), now)
+            for r in cs.removals:
+                self._remove(db, cs.user_id, r, now)
+            _set_status(db, cs.user_id, cs.processed, TurnStatus.PROCESSED, None)
+            for turn_id, error in cs.quarantined.items():
+                _set_status(db, cs.user_id, [turn_id], TurnStatus.QUARANTINED, error[:2000])
+            db.executemany("DELETE FROM sleep_pending WHERE user_id=? AND memory_id=?",
+                           [(cs.user_id, m) for m in cs.sleep_done])
+            _add_access(db, access)
+
+    def _write(self, db: sqlite3.Connection, user_id: str, w: MemoryWrite, vector: np.ndarray | None,
+               now: float) -> None:
+        r = w.record
+        if r.user_id != user_id:
+            raise StoreError(f"memory {r.id} belongs to another change set's user")
+        owner = db.execute("SELECT user_id FROM memories WHERE id=?", (r.id,)).fetchone()
+        if owner is not None and owner[0] != user_id:
+            raise StoreError(f"memory id {r.id} is taken by another user")
+        blob = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
+        db.execute(
+            "INSERT INTO memories (id, user_id, status, tier, agent_id, session_id, speaker_name, float_time_stamp, "
+            "version, payload, vector, index_state, index_error, updated_at) "
+            "VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT(id) DO UPDATE SET "
+            "status='active', tier=excluded.tier, agent_id=excluded.agent_id, session_id=excluded.session_id, "
+            "speaker_name=excluded.speaker_name, float_time_stamp=excluded.float_time_stamp, "
+            "version=excluded.version, payload=excluded.payload, vector=COALESCE(excluded.vector, vector), "
+            "index_state=excluded.index_state, index_error=NULL, updated_at=excluded.updated_at",
+            (r.id, user_id, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
+             _payload(r), blob, int(IndexState.UPSERT), now))
+        self._insert_history(db, user_id, HistoryEntry(
+            memory_id=r.id, event=w.event, old_memory=w.old.memory if w.old is not None else None,
+            new_memory=r.memory, timestamp=now, actor=w.actor, previous=w.old))
+        if w.sleep_pending:
+            db.execute("INSERT OR IGNORE INTO sleep_pending (user_id, memory_id) VALUES (?, ?)", (user_id, r.id))
+
+    def _remove(self, db: sqlite3.Connection, user_id: str, rm: MemoryRemoval, now: float) -> None:
+        r = rm.record
+        db.execute("UPDATE memories SET status=?, index_state=?, index_error=NULL, updated_at=? "
+                   "WHERE id=? AND user_id=?", (rm.status, int(IndexState.REMOVE), now, r.id, user_id))
+        self._insert_history(db, user_id, HistoryEntry(
+            memory_id=r.id, event=rm.event, old_memory=r.memory, new_memory=None, timestamp=now, actor=rm.actor,
+            previous=r))
+        db.execute("DELETE FROM sleep_pending WHERE user_id=? AND memory_id=?", (user_id, r.id))
+
+    # -- reads ------------------------------------------------------------------------------
+    def memory(self, user_id: str, memory_id: str, *, statuses: Sequence[str] = ("active",)) -> MemoryRecord | None:
+        rows = self._query(f"{_SELECT} WHERE user_id=? AND id=? AND status IN ({_marks(statuses)})",
+                           [user_id, memory_id, *statuses])
+        return _record(rows[0]) if rows else None
+
+    def memories(self, user_id: str, *, statuses: Sequence[str] = ("active",), after_id: str | None = None,
+                 limit: int = 100, tier: str | None = None, ids: Sequence[str] | None = None) -> list[MemoryRecord]:
+        """This user's memories ordered by id, ``limit`` at a time after ``after_id``."""
+        sql = f"{_SELECT} WHERE user_id=? AND status IN ({_marks(statuses)})"
+        params: list[object] = [user_id, *statuses]
+        if after_id is not None:
+            sql, params = sql + " AND id > ?", [*params, after_id]
+        if tier is not None:
+            sql, params = sql + " AND tier=?", [*params, tier]
+        if ids is not None:
+            if not ids:
+                return []
+            sql, params = sql + f" AND id IN ({_marks(ids)})", [*params, *ids]
+        return [_record(r) for r in self._query(sql + " ORDER BY id LIMIT ?", [*params, limit])]
+
+    def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not ids:
+            return {}
+        rows = self._query(f"SELECT id, vector FROM memories WHERE user_id=? AND id IN ({_marks(ids)})",
+                           [user_id, *ids])
+        return {r[0]: _vector(r[1]) for r in rows if r[1] is not None}
+
+    def count_memories(self, user_id: str | None = None, *, status: str = "active", tier: str | None = None) -> int:
+        sql, params = "SELECT COUNT(*) FROM memories WHERE status=?", [status]
+        if user_id is not None:
+            sql, params = sql + " AND user_id=?", [*params, user_id]
+        if tier is not None:
+            sql, params = sql + " AND tier=?", [*params, tier]
+        return int(self._query(sql, params)[0][0])
+
+    def memory_owner(self, memory_id: str) -> str | None:
+        rows = self._query("SELECT user_id FROM memories WHERE id=?", (memory_id,))
+        return rows[0][0] if rows else None
+
+    # -- the index outbox -------------------------------------------------------------------
+    def index_rows(self, *, states: Sequence[IndexState] | None = None, user_id: str | None = None,
+                   batch: int = 1000) -> Iterator[tuple[MemoryRecord, np.ndarray | None, IndexState]]:
+        """Rows to apply to an index, by id: those in ``states`` (the outbox), or with ``states=None``
+        every active row (a rebuild; with ``user_id``, that user's only)."""
+        last = ""
+        while True:
+            sql = ("SELECT id, payload, access_count, last_accessed, status, vector, index_state FROM memories "
+                   "WHERE id > ?")
+            params: list[object] = [last]
+            if states is None:
+                sql += " AND status='active'"
+            else:
+                sql, params = sql + f" AND index_state IN ({_marks(states)})", [*params, *(int(s) for s in states)]
+            if user_id is not None:
+                sql, params = sql + " AND user_id=?", [*params, user_id]
+            rows = self._query(sql + " ORDER BY id LIMIT ?", [*params, batch])
+            for r in rows:
+                yield _record(r), _vector(r["vector"]), IndexState(r["index_state"])
+            if len(rows) < batch:
+                return
+            last = rows[-1]["id"]
+
+    def mark_index(self, ids: Sequence[str], state: IndexState, error: str | None = None) -> None:
+        if not ids:
+            return
+        with self._tx() as db:
+            for lo in range(0, len(ids), 500):
+                part = list(ids[lo:lo + 500])
+                db.execute(f"UPDATE memories SET index_state=?, index_error=? WHERE id IN ({_marks(part)})",
+                           [int(state), error, *part])
+
+    def count_index_state(self, state: IndexState) -> int:
+        return int(self._query("SELECT COUNT(*) FROM memories WHERE index_state=?", (int(state),))[0][0])
+
+    def add_access(self, deltas: Sequence[tuple[str, str, int, float]]) -> None:
+        if deltas:
+            with self._tx() as db:
+                _add_access(db, deltas)
+
+
+def _set_status(db: sqlite3.Connection, user_id: str, ids: Sequence[str], status: TurnStatus,
+                error: str | None) -> None:
+    for lo in range(0, len(ids), 500):
+        part = list(ids[lo:lo + 500])
+        db.execute(f"UPDATE turns SET processed=?, error=? WHERE user_id=? AND processed=? AND id IN ({_marks(part)})",
+                   [int(status), error, user_id, int(TurnStatus.PENDING), *part])
+
+
+def _add_access(db: sqlite3.Connection, deltas: Sequence[tuple[str, str, int, float]]) -> None:
+    db.executemany("UPDATE memories SET access_count=access_count+?, last_accessed=MAX(COALESCE(last_accessed, 0), ?) "
+                   "WHERE user_id=? AND id=?", [(n, last, user, mid) for user, mid, n, last in deltas])
+
+
+def _payload(record: MemoryRecord) -> str:
+    # access statistics live in their own columns (incremented in place), not in the payload
+    return record.model_dump_json(exclude={"access_count", "last_accessed"})
+
+
+def _record(row: Row) -> MemoryRecord:
+    record = MemoryRecord.model_validate_json(row["payload"])
+    return record.model_copy(update={"access_count": row["access_count"], "last_accessed": row["last_accessed"]})
+
+
+def _vector(blob: bytes | None) -> np.ndarray | None:
+    return None if blob is None else np.frombuffer(blob, dtype=np.float32).copy()
+
+
+def _marks(items: Sequence[object]) -> str:
+    return ",".join("?" * len(items))

@@ -1,0 +1,137 @@
+"""The journal's schema, as registered migrations (SQLite dialect).
+
+Each migration runs in one transaction together with the record of its version. Migrations only
+add: opening a store never deletes or rewrites data.
+
+* v1 — raw turns, history, usage counters, sleep queue, speakers.
+* v2 — the journal becomes the source of truth for memories: canonical memory rows (payload,
+  dense vector, status, index state, access counters) beside the raw turns; turn status codes
+  (pending, processed, quarantined, dropped) with an error text; the full previous record on
+  history rows (so a change can be undone); the store's identity (``store_id``) and the
+  generation of its vector index. A store written by v1 keeps its memories in the index only;
+  ``import_index`` tells the facade to copy them into the journal once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from enum import IntEnum
+
+SCHEMA_VERSION = 2
+
+
+class TurnStatus(IntEnum):
+    """The ``processed`` column of a turn."""
+
+    PENDING = 0  # journaled, its memories not written yet (the write buffer)
+    PROCESSED = 1
+    QUARANTINED = 2  # processing failed; kept for an operator to retry or drop
+    DROPPED = 3  # an operator gave up on it; the raw turn stays
+
+
+class IndexState(IntEnum):
+    """Whether a memory row's index copy is up to date (the outbox of the vector index)."""
+
+    SYNCED = 0
+    UPSERT = 1  # the index must hold this row as it is in the journal
+    REMOVE = 2  # the index must not hold it (deleted or evicted)
+    FAILED = 3  # the index refused it; ``dialogmem repair`` retries
+
+
+def run_script(db: sqlite3.Connection, script: str) -> None:
+    # executescript() would COMMIT first and break the migration's transaction
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    run_script(db, """
+        CREATE TABLE IF NOT EXISTS turns (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            agent_id TEXT,
+            session_id TEXT,
+            speaker TEXT NOT NULL,
+            role TEXT,
+            content TEXT NOT NULL,
+            time_stamp TEXT NOT NULL,
+            float_time_stamp REAL NOT NULL,
+            weekday TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            processed INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            UNIQUE (user_id, id)
+        );
+        CREATE INDEX IF NOT EXISTS turns_pending ON turns (processed, user_id, seq);
+        CREATE TABLE IF NOT EXISTS history (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            event TEXT NOT NULL,
+            old_memory TEXT,
+            new_memory TEXT,
+            timestamp REAL NOT NULL,
+            actor TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS history_memory ON history (user_id, memory_id, seq);
+        CREATE TABLE IF NOT EXISTS usage (
+            kind TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            calls INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            latency_ms REAL NOT NULL DEFAULT 0,
+            failures INTEGER NOT NULL DEFAULT 0,
+            fallbacks INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (kind, stage)
+        );
+        CREATE TABLE IF NOT EXISTS sleep_pending (
+            memory_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            PRIMARY KEY (user_id, memory_id)
+        );
+        CREATE TABLE IF NOT EXISTS speakers (
+            user_id TEXT NOT NULL,
+            speaker TEXT NOT NULL,
+            PRIMARY KEY (user_id, speaker)
+        )
+    """)
+
+
+def _v2(db: sqlite3.Connection) -> None:
+    had_turns = db.execute("SELECT EXISTS (SELECT 1 FROM turns)").fetchone()[0]
+    run_script(db, """
+        ALTER TABLE turns ADD COLUMN error TEXT;
+        ALTER TABLE history ADD COLUMN old_record TEXT;
+        CREATE TABLE memories (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active',
+            tier TEXT NOT NULL DEFAULT 'mtm',
+            agent_id TEXT,
+            session_id TEXT,
+            speaker_name TEXT NOT NULL DEFAULT '',
+            float_time_stamp REAL NOT NULL,
+            version INTEGER NOT NULL DEFAULT 1,
+            payload TEXT NOT NULL,
+            vector BLOB,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            last_accessed REAL,
+            index_state INTEGER NOT NULL DEFAULT 1,
+            index_error TEXT,
+            updated_at REAL NOT NULL
+        );
+        CREATE INDEX memories_user ON memories (user_id, status, id);
+        CREATE INDEX memories_outbox ON memories (index_state) WHERE index_state != 0
+    """)
+    db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))")
+    db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('index_generation', '1')")
+    if had_turns:  # a v1 store: its memories live only in the vector index so far
+        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('import_index', '1')")
+
+
+#: version -> migration; each runs in one transaction together with its version record
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2}

@@ -1,0 +1,168 @@
+"""Opening a store: the journal, the models, the index (checked against the journal), the stages.
+
+Everything a ``Memory`` wires together is built here, in the order the checks need: the journal
+first (the source of truth), then the index, which is verified, brought up to date from the
+journal's outbox, or rebuilt (see ``_maintenance``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._access import AccessLog
+from ._config import Config
+from ._errors import StoreError
+from ._ingest import Ingest
+from ._journal import IndexState, Journal
+from ._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
+from ._models import LLMClient, make_embedder, make_llm
+from ._models._embed_base import Embedder
+from ._read import Answerer, ReadPipeline, make_planner, make_selector
+from ._sleeptime import SleepRunner
+from ._store import EdgeIndex, VectorIndex, open_index
+from ._store._readonly import ReadOnlyIndex
+from ._usage import StageUsage, UsageTracker
+from ._write import WriteStages, make_write_stages
+from ._writer import ChangeWriter, fill_index
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Parts:
+    """Everything one open store holds."""
+
+    config: Config
+    paths: StorePaths
+    journal: Journal
+    usage: UsageTracker
+    embedder: Embedder
+    llm: LLMClient
+    index: VectorIndex
+    access: AccessLog
+    writer: ChangeWriter
+    stages: WriteStages
+    ingest: Ingest
+    read: ReadPipeline
+    answerer: Answerer
+    sleeper: SleepRunner
+    usage_pending: dict[tuple[str, str], StageUsage] = field(default_factory=dict)
+    usage_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def collect_usage(self, kind: str, stage: str, delta: StageUsage) -> None:
+        # Persisted in batches (add, sleep, close): a transaction per search would cost its latency.
+        with self.usage_lock:
+            self.usage_pending.setdefault((kind, stage), StageUsage()).add(delta)
+
+    def persist_usage(self) -> None:
+        with self.usage_lock:
+            pending, self.usage_pending = self.usage_pending, {}
+        try:
+            self.journal.add_usage(pending)
+        except StoreError:
+            with self.usage_lock:  # keep the counts for the next try
+                for key, delta in pending.items():
+                    self.usage_pending.setdefault(key, StageUsage()).add(delta)
+            raise
+
+    def close(self) -> None:
+        try:
+            if not self.config.read_only:
+                self.writer.flush_access()
+                self.writer.checkpoint()
+                self.persist_usage()
+        finally:
+            try:
+                self.index.close()
+            finally:
+                self.journal.close()
+
+
+def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> Parts:
+    paths = StorePaths(data_dir)
+    read_only = config.read_only
+    if read_only and not paths.journal.exists():
+        raise StoreError(f"no store at {data_dir} (no journal {paths.journal}) to open read-only")
+    if config.store.backend == "edge":
+        refuse_missing_journal(paths)
+    journal = Journal(paths.journal, read_only=read_only)
+    index: VectorIndex | None = None
+    try:
+        usage = UsageTracker()
+        usage.load(journal.usage())
+        embedder = make_embedder(config.embedder, usage)
+        if llm_client is not None:
+            llm_client.usage = usage  # one tracker: the client's calls land in stats()
+        llm = llm_client if llm_client is not None else make_llm(config.llm, usage)
+        access = AccessLog()
+        if read_only:
+            index = ReadOnlyIndex(config.embedder.dim,
+                                  lambda shard, user: fill_index(journal, embedder, shard, user_id=user, mark=False))
+        else:
+            index = _open_index(config, paths, journal)
+        writer = ChangeWriter(journal, index, embedder, access)
+        stages = make_write_stages(config.write, llm, embedder)
+        parts = Parts(
+            config=config, paths=paths, journal=journal, usage=usage, embedder=embedder, llm=llm, index=index,
+            access=access, writer=writer, stages=stages, ingest=Ingest(journal, writer, stages),
+            read=ReadPipeline(index, embedder, make_planner(config.read.planner, llm),
+                              make_selector(config.read.selector, llm), usage),
+            answerer=Answerer(llm),
+            sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
+        )
+        usage.sink = parts.collect_usage
+        if not read_only:
+            _reconcile(parts)
+        return parts
+    except BaseException:
+        if index is not None:
+            index.close()
+        journal.close()
+        raise
+
+
+def _open_index(config: Config, paths: StorePaths, journal: Journal) -> VectorIndex:
+    if config.store.backend != "edge":
+        return open_index(config.store, paths.root, config.embedder.dim)
+    store_id = journal.meta("store_id") or ""
+    check_marker(paths, store_id)
+    try:
+        return EdgeIndex(paths.index, dim=config.embedder.dim)
+    except StoreError as exc:
+        raise damaged_index(paths, exc) from exc
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # the Rust binding panics on damaged files (PanicException)
+        raise damaged_index(paths, exc) from exc
+
+
+def _reconcile(parts: Parts) -> None:
+    """Bring the index up to date with the journal, rebuilding it when it cannot be trusted."""
+    journal, writer = parts.journal, parts.writer
+    if journal.meta("import_index") == "1":
+        from ._repair import import_from_index  # a store written by dialogmem before schema 2
+
+        import_from_index(journal, parts.index)
+        journal.set_meta("import_index", None)
+    writer.replay_outbox()
+    expected = journal.count_memories() - journal.count_index_state(IndexState.FAILED)
+    held = parts.index.count_all()
+    marker = parts.paths.read_marker() if parts.config.store.backend == "edge" else None
+    generation = int(journal.meta("index_generation") or 1)
+    stale = marker is not None and marker.generation < generation
+    if held == 0 and expected > 0:  # a missing (or moved-aside) index: fill a fresh one
+        log.warning("the vector index is empty, the journal holds %d active memories: filling the index",
+                    expected)
+        fill_index(journal, parts.embedder, parts.index)
+    elif held != expected or stale:
+        log.warning("the vector index holds %d memories, the journal %d active ones%s: rebuilding the index",
+                    held, expected, " (an older copy)" if stale else "")
+        from ._repair import rebuild_index
+
+        rebuild_index(parts)
+        return
+    if parts.config.store.backend == "edge" and (marker is None or stale or held != expected):
+        parts.paths.write_marker(IndexMarker(store_id=journal.meta("store_id") or "", generation=generation))

@@ -1,0 +1,201 @@
+"""The one writer of changes: embed, commit to the journal, apply to the vector index.
+
+Every change of the store goes through :meth:`ChangeWriter.apply` with a ``ChangeSet``:
+
+1. vectors missing from the writes are computed (outside any lock, so a slow embedding endpoint
+   holds up nobody else);
+2. the whole set is committed to the journal in one transaction — turns, memory rows with their
+   vectors, history rows, the sleep queue, turn status, pending access counts. From here the
+   change is durable, and the touched rows sit in the journal's index outbox;
+3. the set is applied to the vector index. The outbox rows are marked synced only after the index
+   has flushed (:meth:`checkpoint`), so a crash anywhere leaves them marked and
+   :meth:`replay_outbox` applies them again when the store opens (upserts and deletes are
+   idempotent). A record the index refuses is marked failed with the reason, never retried in a
+   loop, and never blocks the store from opening; ``rebuild`` retries it.
+
+Steps 2 and 3 run under one lock, so the index sees changes in the order the journal committed
+them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ._access import AccessLog
+from ._changes import ChangeSet
+from ._errors import StoreError
+from ._journal import IndexState, Journal
+from ._models._embed_base import Embedder
+from ._store import IndexPoint, VectorIndex
+from ._types import MemoryRecord
+
+log = logging.getLogger(__name__)
+
+
+class ChangeWriter:
+    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, access: AccessLog, *,
+                 sync_every: int = 2000) -> None:
+        self.journal = journal
+        self.index = index
+        self.embedder = embedder
+        self.access = access
+        self.sync_every = sync_every
+        self._lock = threading.Lock()
+        self._unsynced: list[str] = []
+
+    def apply(self, cs: ChangeSet) -> list[MemoryRecord]:
+        """Perform ``cs``; returns the records it wrote."""
+        if cs.is_empty():
+            return []
+        vectors = self._vectors(cs)
+        with self._lock:
+            access = self.access.drain()
+            try:
+                self.journal.commit(cs, vectors, access=access)
+            except BaseException:
+                self.access.restore(access)
+                raise
+            upserts = [(w.record, vectors[w.record.id]) for w in cs.writes]
+            self._to_index(upserts, [(r.record.user_id, r.record.id) for r in cs.removals])
+        return [w.record for w in cs.writes]
+
+    def _vectors(self, cs: ChangeSet) -> dict[str, np.ndarray]:
+        vectors = {w.record.id: w.vector for w in cs.writes if w.vector is not None}
+        missing = [w.record for w in cs.writes if w.vector is None and w.record.id not in vectors]
+        if missing:
+            for record, vector in zip(missing, self.embedder.embed([r.memory for r in missing]), strict=True):
+                vectors[record.id] = vector
+        return vectors  # type: ignore[return-value]
+
+    # -- the index ------------------------------------------------------------------------
+    def _to_index(self, upserts: Sequence[tuple[MemoryRecord, np.ndarray]],
+                  removals: Sequence[tuple[str, str]]) -> None:
+        """Apply to the index; what it refuses is marked failed, one record at a time."""
+        done: list[str] = []
+        if upserts:
+            try:
+                self.index.upsert([IndexPoint(record=r, vector=v) for r, v in upserts])
+                done += [r.id for r, _ in upserts]
+            except StoreError as exc:
+                log.warning("index upsert of %d records failed (%s); trying them one by one", len(upserts), exc)
+                done += self._one_by_one(upserts)
+        by_user: dict[str, list[str]] = {}
+        for user_id, memory_id in removals:
+            by_user.setdefault(user_id, []).append(memory_id)
+        for user_id, ids in by_user.items():
+            try:
+                self.index.delete(ids, user_id)
+                done += ids
+            except StoreError as exc:
+                self._failed(ids, exc)
+        self._unsynced += done
+        if len(self._unsynced) >= self.sync_every:
+            self._checkpoint()
+
+    def _one_by_one(self, upserts: Sequence[tuple[MemoryRecord, np.ndarray]]) -> list[str]:
+        done = []
+        for record, vector in upserts:
+            try:
+                self.index.upsert([IndexPoint(record=record, vector=vector)])
+                done.append(record.id)
+            except StoreError as exc:
+                self._failed([record.id], exc)
+        return done
+
+    def _failed(self, ids: list[str], exc: Exception) -> None:
+        log.error("the vector index refused %d memories (%s); they stay in the journal, marked failed: "
+                  "`dialogmem repair` rebuilds the index", len(ids), exc)
+        self.journal.mark_index(ids, IndexState.FAILED, str(exc)[:2000])
+
+    def checkpoint(self) -> None:
+        """Flush the index, then mark the rows it now holds as synced."""
+        with self._lock:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        if not self._unsynced:
+            return
+        self.index.flush()
+        self.journal.mark_index(self._unsynced, IndexState.SYNCED)
+        self._unsynced = []
+
+    def flush_access(self) -> None:
+        """Write the pending access counts now (in their own small transaction)."""
+        with self._lock:
+            access = self.access.drain()
+            try:
+                self.journal.add_access(access)
+            except BaseException:
+                self.access.restore(access)
+                raise
+
+    def replay_outbox(self) -> int:
+        """Apply every row the journal still marks for the index (after a crash). Never raises for
+        a record the index refuses: it is marked failed. Returns how many rows were applied."""
+        with self._lock:
+            n = self._apply_rows(self.journal.index_rows(states=(IndexState.UPSERT, IndexState.REMOVE)))
+            self._checkpoint()
+        return n
+
+    def _apply_rows(self, rows: Iterable[tuple[MemoryRecord, np.ndarray | None, IndexState]]) -> int:
+        n = 0
+        batch: list[tuple[MemoryRecord, np.ndarray]] = []
+        removals: list[tuple[str, str]] = []
+        for record, vector, state in rows:
+            n += 1
+            if state == IndexState.REMOVE:
+                removals.append((record.user_id, record.id))
+                continue
+            if vector is None:
+                vector = self.embedder.embed([record.memory])[0]
+            batch.append((record, vector))
+            if len(batch) >= 500:
+                self._to_index(batch, ())
+                batch = []
+        self._to_index(batch, removals)
+        return n
+
+
+def fill_index(journal: Journal, embedder: Embedder, index: VectorIndex, *, user_id: str | None = None,
+               mark: bool = True) -> int:
+    """Insert every active journal row (of one user, or all) into ``index``, which is not the
+    writer's own: a rebuild, or the per-user copy a read-only store searches. With ``mark``, the
+    journal's outbox records the outcome (synced, or failed with the reason). Returns how many the
+    index took."""
+    taken = 0
+    batch: list[IndexPoint] = []
+    for record, vector, _ in journal.index_rows(states=None, user_id=user_id):
+        if vector is None:
+            vector = embedder.embed([record.memory])[0]
+        batch.append(IndexPoint(record=record, vector=vector))
+        if len(batch) >= 500:
+            taken += _fill_batch(journal, index, batch, mark)
+            batch = []
+    taken += _fill_batch(journal, index, batch, mark)
+    index.flush()
+    return taken
+
+
+def _fill_batch(journal: Journal, index: VectorIndex, batch: list[IndexPoint], mark: bool) -> int:
+    if not batch:
+        return 0
+    ok: list[str] = []
+    try:
+        index.upsert(batch)
+        ok = [p.record.id for p in batch]
+    except StoreError:
+        for point in batch:
+            try:
+                index.upsert([point])
+                ok.append(point.record.id)
+            except StoreError as exc:
+                log.error("the vector index refused memory %s: %s", point.record.id, exc)
+                if mark:
+                    journal.mark_index([point.record.id], IndexState.FAILED, str(exc)[:2000])
+    if mark:
+        journal.mark_index(ok, IndexState.SYNCED)
+    return len(ok)
