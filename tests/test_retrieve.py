@@ -117,7 +117,7 @@ def test_budget_split_union_and_final_k(index, embedder) -> None:
     spy = RecordingIndex(index)
     texts = ["Alice's dog", "hiking trip", "bicycle purchase"]
     plan = _plan(texts)
-    candidates, relaxed = coarse_retrieve(spy, embedder, "alice", plan, k=4)
+    candidates, _relaxed = coarse_retrieve(spy, embedder, "alice", plan, k=4)
     assert [c["limit"] for c in spy.calls] == [per_view_budget(4, 3)] * 3 == [3, 3, 3]
     assert len(candidates) <= 8  # 2K
     assert len({c.record.id for c in candidates}) == len(candidates)
@@ -156,7 +156,7 @@ def test_empty_window_degrades_to_unfiltered(index, embedder) -> None:
 def test_soft_window_does_not_filter(index, embedder) -> None:
     lo = (BASE + timedelta(days=20)).timestamp()
     plan = _plan(["Alice's dog Biscuit"], time_from=lo, time_to=REF.timestamp(), time_strict=False)
-    candidates, relaxed = coarse_retrieve(index, embedder, "alice", plan, k=5)
+    candidates, _relaxed = coarse_retrieve(index, embedder, "alice", plan, k=5)
     assert any(c.record.float_time_stamp < lo for c in candidates)
 
 
@@ -185,7 +185,7 @@ def test_route_tier_and_fallback_when_tier_is_empty(index, embedder) -> None:
 def test_caller_filter_is_kept(index, embedder) -> None:
     only = _record("alice", 0, *ALICE_FACTS[0]).id
     plan = _plan(["anything"])
-    got, relaxed = coarse_retrieve(index, embedder, "alice", plan, k=5, base_filter=IndexFilter(ids=[only]))
+    got, _relaxed = coarse_retrieve(index, embedder, "alice", plan, k=5, base_filter=IndexFilter(ids=[only]))
     assert [c.record.id for c in got] == [only]
 
 
