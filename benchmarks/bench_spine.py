@@ -1,5 +1,6 @@
 """Spine floor, measured through the public ``Memory.search`` (plan + embed + hybrid query + select +
-access statistics): 100,000 memories over 1,000 users, inserted in bulk with precomputed vectors.
+access statistics): 100,000 memories over 1,000 users, imported in bulk with precomputed vectors
+through ``Memory.import_records`` (the journal and the index, as any write).
 
 Floors (issue "The spine"): search p50 <= 15 ms and p95 <= 30 ms with embedding included; bulk
 insert >= 500 memories/s with precomputed vectors; RSS <= 1.5 GB at 100k memories.
@@ -25,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_store import records, unit_vectors
 
 from dialogmem import Memory
-from dialogmem._store import IndexPoint
 
 QUERIES = [
     "What did Caroline talk about last week?", "When did Melanie visit the beach house?",
@@ -61,15 +61,14 @@ def main() -> None:
         with Memory(data_dir=path) as mem:
             vectors = unit_vectors(args.n, 384, seed=1)
             t0 = time.perf_counter()
-            batch: list[IndexPoint] = []
+            batch: list = []
             for i, rec in enumerate(records(args.n, args.users, seed=1)):
-                batch.append(IndexPoint(record=rec, vector=vectors[i]))
+                batch.append(rec)
                 if len(batch) == args.batch:
-                    mem._index.upsert(batch)
+                    mem.import_records(batch, vectors=vectors[i + 1 - len(batch):i + 1])
                     batch = []
             if batch:
-                mem._index.upsert(batch)
-            mem._index.flush()
+                mem.import_records(batch, vectors=vectors[args.n - len(batch):])
             insert_s = time.perf_counter() - t0
             del vectors
             mem.search("warm up the embedder", "user0")

@@ -7,35 +7,31 @@ path's orchestration in ``_ingest``; opening, checking and repairing the store i
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
-from pydantic import ValidationError
-
 from ._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from ._config import Config
 from ._conversation import Conversation, read_conversation_source
-from ._errors import ConfigError, InputError, NotFoundError, StoreError
-from ._input import check_bounded_text, check_id, check_int, check_metadata, to_turns
+from ._errors import ConfigError, NotFoundError, StoreError
+from ._input import check_bounded_text, check_id, check_int, to_turns
 from ._journal import IndexState, TurnStatus
-from ._maintenance import StorePaths
+from ._lifecycle import CallGate, StoreLock
 from ._models import LLMClient
 from ._open import Parts, open_parts
+from ._operators import Operations
 from ._read import Answer
 from ._read._pipeline import describe_plan
 from ._records import coerce_filter, edited, matches
-from ._repair import RepairReport, rebuild_index, recover_journal
 from ._sleeptime import SleepReport
 from ._store import IndexFilter
-from ._store._payload import point_id
 from ._timeparse import parse_timestamp
 from ._types import (
     AddResult,
@@ -43,7 +39,6 @@ from ._types import (
     HistoryEntry,
     MemoryRecord,
     Message,
-    QuarantinedTurn,
     SearchHit,
     SearchResult,
 )
@@ -54,28 +49,7 @@ Messages = str | dict[str, Any] | Message | Sequence[str | dict[str, Any] | Mess
 When = str | float | datetime
 
 
-class _StoreLock:
-    """An exclusive advisory lock on the data directory: one process writes a store at a time."""
-
-    def __init__(self, path: Path) -> None:
-        try:
-            self._fh = open(path, "a+")  # noqa: SIM115 - held for the life of the store
-        except OSError as exc:
-            raise StoreError(f"cannot create the lock file {path}: {exc.strerror}") from exc
-        try:
-            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            self._fh.close()
-            raise StoreError(f"store {path.parent} is open in another process (open it with read_only=True to "
-                             "read beside it)") from exc
-
-    def release(self) -> None:
-        if not self._fh.closed:
-            fcntl.flock(self._fh, fcntl.LOCK_UN)
-            self._fh.close()
-
-
-class Memory:
+class Memory(Operations):
     """Long-term memory for one store (a data directory), shared by any number of users.
 
     Every id-based call takes ``user_id`` and only ever sees that user's records: another user's
@@ -95,18 +69,16 @@ class Memory:
             config = config.with_overrides(**overrides)
         self.config = config
         self.data_dir = Path(config.data_dir).expanduser()
-        self._closed = False
-        self._state = threading.Condition()
-        self._active = 0
+        self._gate = CallGate()
         self._speakers: dict[str, list[str]] = {}
         self._speakers_lock = threading.Lock()
-        self._store_lock: _StoreLock | None = None
+        self._store_lock: StoreLock | None = None
         if not config.read_only:
             try:
                 self.data_dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreError(f"cannot create the data directory {self.data_dir}: {exc.strerror}") from exc
-            self._store_lock = _StoreLock(self.data_dir / ".lock")
+            self._store_lock = StoreLock(self.data_dir / ".lock")
         try:
             self._parts: Parts = open_parts(config, self.data_dir, llm_client)
             self._replay_pending()
@@ -128,20 +100,16 @@ class Memory:
     def close(self) -> None:
         """Write pending counters, flush and close the index and the journal. Turns still waiting
         for their batch stay journaled and are processed later. Idempotent; waits for calls in flight."""
-        with self._state:
-            if self._closed:
-                return
-            self._closed = True
-            while self._active:
-                self._state.wait()
+        if not self._gate.close():
+            return
         try:
             self._parts.close()
         finally:
             if self._store_lock is not None:
                 self._store_lock.release()
 
-    def _call(self) -> _InFlight:
-        return _InFlight(self)
+    def _call(self) -> AbstractContextManager[None]:
+        return self._gate.call()
 
     def _writable(self) -> None:
         if self.config.read_only:
@@ -176,7 +144,6 @@ class Memory:
                              agent_id=agent_id, max_chars=w.max_turn_chars, max_metadata_bytes=w.max_metadata_bytes)
             outcome = self._parts.ingest.add(user_id, turns, flush=bool(flush))
             self._remember_speakers(user_id, {t.speaker for t in turns})
-            self._parts.persist_usage()
             return AddResult(turn_ids=[t.id for t in turns],
                              memories=[SearchHit.from_record(r, 1.0) for r in outcome.stored],
                              pending_turns=self._parts.ingest.pending_count(user_id),
@@ -213,29 +180,7 @@ class Memory:
             stored = []
             for uid in users:
                 stored += self._parts.ingest.process(uid, force=True).stored
-            self._parts.persist_usage()
             return [SearchHit.from_record(r, 1.0) for r in stored]
-
-    def import_records(self, records: Iterable[MemoryRecord | dict[str, Any]], *,
-                       vectors: np.ndarray | None = None) -> int:
-        """Store ready-made memory records (a migration, a benchmark's precomputed data) through the
-        change writer; ``vectors`` (one row per record) skip the embedding. Returns how many."""
-        with self._call():
-            self._writable()
-            items = [_importable(r, self.config.write.max_metadata_bytes) for r in records]
-            if vectors is not None and len(vectors) != len(items):
-                raise InputError(f"{len(items)} records but {len(vectors)} vectors")
-            by_user: dict[str, ChangeSet] = {}
-            for i, r in enumerate(items):
-                owner = self._parts.journal.memory_owner(r.id)
-                if owner is not None and owner != r.user_id:
-                    raise InputError(f"memory id {r.id} already belongs to another user")
-                vector = None if vectors is None else np.asarray(vectors[i], dtype=np.float32)
-                by_user.setdefault(r.user_id, ChangeSet(r.user_id)).writes.append(
-                    MemoryWrite(record=r, event=Event.ADD, actor="import", vector=vector))
-            for changes in by_user.values():
-                self._parts.writer.apply(changes)
-            return len(items)
 
     def update(self, memory_id: str, text: str, user_id: str, *, actor: str = "user") -> MemoryRecord:
         """Replace a memory's text: re-embedded, keywords and entities follow it, version + 1, history row."""
@@ -291,7 +236,7 @@ class Memory:
             hits = [SearchHit.from_record(s.record, s.score) for s in result.hits]
             if self.config.read.track_access and hits and not self.config.read_only \
                     and self._parts.access.record(user_id, [h.id for h in hits], time.time()):
-                self._parts.writer.flush_access()
+                self._parts.writer.flush_counters()
             return SearchResult(query=query, hits=hits, plan=describe_plan(result), timings_ms=result.timings_ms)
 
     def answer(self, query: str, user_id: str, *, limit: int | None = None,
@@ -375,7 +320,6 @@ class Memory:
                 with self._parts.ingest.user_lock(uid):
                     report.add(self._parts.sleeper.run_user(uid, ids))
             self._parts.writer.checkpoint()
-            self._parts.persist_usage()
             report.seconds = round(time.perf_counter() - started, 3)
             return report
 
@@ -400,95 +344,3 @@ class Memory:
             if user_id is None:
                 out["counts"]["index_failed"] = j.count_index_state(IndexState.FAILED)
             return out
-
-    # -- operators ----------------------------------------------------------------------------
-    def quarantined(self, user_id: str | None = None) -> list[QuarantinedTurn]:
-        """Accepted turns whose processing failed (of one user, or all), with the reason."""
-        with self._call():
-            return [q for _, q in self._parts.journal.quarantined(check_id("user_id", user_id) if user_id else None)]
-
-    def retry_quarantined(self, user_id: str, turn_ids: Sequence[str] | None = None) -> AddResult:
-        """Put quarantined turns (all of this user's, or these) back in the write path and flush them."""
-        with self._call():
-            self._writable()
-            check_id("user_id", user_id)
-            ids = list(turn_ids) if turn_ids is not None else [
-                q.turn.id for _, q in self._parts.journal.quarantined(user_id)]
-            moved = self._parts.journal.set_turn_status(user_id, ids, TurnStatus.PENDING,
-                                                        only_from=TurnStatus.QUARANTINED)
-            outcome = self._parts.ingest.process(user_id, force=True)
-            log.info("retried %d quarantined turns of %s", moved, user_id)
-            return AddResult(turn_ids=ids, memories=[SearchHit.from_record(r, 1.0) for r in outcome.stored],
-                             quarantined=outcome.quarantined)
-
-    def drop_quarantined(self, user_id: str, turn_ids: Sequence[str]) -> int:
-        """Give up on quarantined turns: they stay journaled (raw text kept), marked dropped."""
-        with self._call():
-            self._writable()
-            check_id("user_id", user_id)
-            return self._parts.journal.set_turn_status(user_id, list(turn_ids), TurnStatus.DROPPED,
-                                                       only_from=TurnStatus.QUARANTINED)
-
-    def rebuild_index(self) -> RepairReport:
-        """Build the vector index again from the journal (the old Edge directory is moved aside)."""
-        with self._call():
-            self._writable()
-            return rebuild_index(self._parts)
-
-    @classmethod
-    def repair(cls, config: Config | None = None, *, from_index: bool = False, **overrides: Any) -> RepairReport:
-        """``dialogmem repair``: move a damaged or doubtful Edge index aside (never deleted) and build
-        it again from the journal; with ``from_index``, first rebuild a missing journal's memory rows
-        from the surviving index. The store must not be open elsewhere."""
-        config = Config.load(**overrides) if config is None else config.with_overrides(**overrides)
-        data_dir = Path(config.data_dir).expanduser()
-        report = recover_journal(config, data_dir) if from_index else RepairReport()
-        if not from_index and config.store.backend == "edge":
-            lock = _StoreLock(data_dir / ".lock")
-            try:
-                moved = StorePaths(data_dir).move_index_aside("repaired")
-            finally:
-                lock.release()
-            report.index_moved_to = str(moved) if moved is not None else None
-        with cls(config) as mem:  # opening fills a missing index from the journal
-            if config.store.backend != "edge":
-                rebuild_index(mem._parts)
-            report.memories_indexed = mem._parts.index.count_all()
-        return report
-
-
-class _InFlight:
-    """Counts a call in flight, so ``close`` waits for it and a closed store refuses new calls."""
-
-    def __init__(self, mem: Memory) -> None:
-        self._mem = mem
-
-    def __enter__(self) -> None:
-        with self._mem._state:
-            if self._mem._closed:
-                raise StoreError("this Memory is closed")
-            self._mem._active += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._mem._state:
-            self._mem._active -= 1
-            self._mem._state.notify_all()
-
-
-def _importable(item: MemoryRecord | dict[str, Any], max_metadata_bytes: int) -> MemoryRecord:
-    """A record that the journal and the index will both take, or ``InputError`` saying why not."""
-    if not isinstance(item, MemoryRecord):
-        if not isinstance(item, dict):
-            raise InputError(f"a record must be a MemoryRecord or a dict, got {type(item).__name__}")
-        now = time.time()
-        try:
-            item = MemoryRecord.model_validate({"created_at": now, "updated_at": now, **item})
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise InputError(f"not a memory record: {'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
-    check_id("user_id", item.user_id)
-    if point_id(item.id) is None:
-        raise InputError(f"memory id {item.id!r} must be a UUID string")
-    check_bounded_text(f"memory {item.id}", item.memory, 10_000_000, "the text limit")
-    check_metadata(f"memory {item.id} metadata", item.metadata, max_metadata_bytes)
-    return item

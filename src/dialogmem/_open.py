@@ -8,8 +8,7 @@ journal's outbox, or rebuilt (see ``_maintenance``).
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ._access import AccessLog
@@ -24,7 +23,7 @@ from ._read import Answerer, ReadPipeline, make_planner, make_selector
 from ._sleeptime import SleepRunner
 from ._store import EdgeIndex, VectorIndex, open_index
 from ._store._readonly import ReadOnlyIndex
-from ._usage import StageUsage, UsageTracker
+from ._usage import PendingUsage, UsageTracker
 from ._write import WriteStages, make_write_stages
 from ._writer import ChangeWriter, fill_index
 
@@ -49,31 +48,12 @@ class Parts:
     read: ReadPipeline
     answerer: Answerer
     sleeper: SleepRunner
-    usage_pending: dict[tuple[str, str], StageUsage] = field(default_factory=dict)
-    usage_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def collect_usage(self, kind: str, stage: str, delta: StageUsage) -> None:
-        # Persisted in batches (add, sleep, close): a transaction per search would cost its latency.
-        with self.usage_lock:
-            self.usage_pending.setdefault((kind, stage), StageUsage()).add(delta)
-
-    def persist_usage(self) -> None:
-        with self.usage_lock:
-            pending, self.usage_pending = self.usage_pending, {}
-        try:
-            self.journal.add_usage(pending)
-        except StoreError:
-            with self.usage_lock:  # keep the counts for the next try
-                for key, delta in pending.items():
-                    self.usage_pending.setdefault(key, StageUsage()).add(delta)
-            raise
 
     def close(self) -> None:
         try:
             if not self.config.read_only:
-                self.writer.flush_access()
+                self.writer.flush_counters()
                 self.writer.checkpoint()
-                self.persist_usage()
         finally:
             try:
                 self.index.close()
@@ -98,12 +78,15 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             llm_client.usage = usage  # one tracker: the client's calls land in stats()
         llm = llm_client if llm_client is not None else make_llm(config.llm, usage)
         access = AccessLog()
+        # Usage counters ride along with the next commit: a transaction per search would cost its latency.
+        pending_usage = PendingUsage()
+        usage.sink = pending_usage.add
         if read_only:
             index = ReadOnlyIndex(config.embedder.dim,
                                   lambda shard, user: fill_index(journal, embedder, shard, user_id=user, mark=False))
         else:
             index = _open_index(config, paths, journal)
-        writer = ChangeWriter(journal, index, embedder, access)
+        writer = ChangeWriter(journal, index, embedder, access, pending_usage)
         stages = make_write_stages(config.write, llm, embedder)
         parts = Parts(
             config=config, paths=paths, journal=journal, usage=usage, embedder=embedder, llm=llm, index=index,
@@ -113,7 +96,6 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             answerer=Answerer(llm),
             sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
         )
-        usage.sink = parts.collect_usage
         if not read_only:
             _reconcile(parts)
         return parts

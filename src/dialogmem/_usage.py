@@ -102,3 +102,27 @@ class UsageTracker:
             "total_embedding_tokens": None,
         }
         return out
+
+
+class PendingUsage:
+    """Counters recorded since they were last written to the journal; the change writer drains
+    them into its next commit (so recording usage costs no transaction of its own)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], StageUsage] = {}
+
+    def add(self, kind: str, stage: str, delta: StageUsage) -> None:
+        with self._lock:
+            self._pending.setdefault((kind, stage), StageUsage()).add(delta)
+
+    def drain(self) -> dict[tuple[str, str], StageUsage]:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        return pending
+
+    def restore(self, drained: dict[tuple[str, str], StageUsage]) -> None:
+        """Put back counters whose write failed."""
+        with self._lock:
+            for key, delta in drained.items():
+                self._pending.setdefault(key, StageUsage()).add(delta)

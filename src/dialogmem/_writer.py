@@ -32,17 +32,19 @@ from ._journal import IndexState, Journal
 from ._models._embed_base import Embedder
 from ._store import IndexPoint, VectorIndex
 from ._types import MemoryRecord
+from ._usage import PendingUsage
 
 log = logging.getLogger(__name__)
 
 
 class ChangeWriter:
-    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, access: AccessLog, *,
-                 sync_every: int = 2000) -> None:
+    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, access: AccessLog,
+                 usage: PendingUsage, *, sync_every: int = 2000) -> None:
         self.journal = journal
         self.index = index
         self.embedder = embedder
         self.access = access
+        self.usage = usage
         self.sync_every = sync_every
         self._lock = threading.Lock()
         self._unsynced: list[str] = []
@@ -53,11 +55,12 @@ class ChangeWriter:
             return []
         vectors = self._vectors(cs)
         with self._lock:
-            access = self.access.drain()
+            access, usage = self.access.drain(), self.usage.drain()
             try:
-                self.journal.commit(cs, vectors, access=access)
+                self.journal.commit(cs, vectors, access=access, usage=usage)
             except BaseException:
                 self.access.restore(access)
+                self.usage.restore(usage)
                 raise
             upserts = [(w.record, vectors[w.record.id]) for w in cs.writes]
             self._to_index(upserts, [(r.record.user_id, r.record.id) for r in cs.removals])
@@ -123,14 +126,17 @@ class ChangeWriter:
         self.journal.mark_index(self._unsynced, IndexState.SYNCED)
         self._unsynced = []
 
-    def flush_access(self) -> None:
-        """Write the pending access counts now (in their own small transaction)."""
+    def flush_counters(self) -> None:
+        """Write the pending access counts and usage counters now (in their own small transaction)."""
         with self._lock:
-            access = self.access.drain()
+            access, usage = self.access.drain(), self.usage.drain()
+            if not access and not usage:
+                return
             try:
-                self.journal.add_access(access)
+                self.journal.commit(ChangeSet(""), {}, access=access, usage=usage)
             except BaseException:
                 self.access.restore(access)
+                self.usage.restore(usage)
                 raise
 
     def replay_outbox(self) -> int:

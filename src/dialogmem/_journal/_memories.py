@@ -19,6 +19,7 @@ import numpy as np
 from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from .._errors import StoreError
 from .._types import HistoryEntry, MemoryRecord, Turn
+from .._usage import StageUsage
 from ._schema import IndexState, TurnStatus
 
 Row = Any  # sqlite3.Row, or a mapping row of another SQL backend
@@ -35,12 +36,16 @@ class MemoryRows:
     def _insert_turns(db: sqlite3.Connection, turns: Sequence[Turn], now: float) -> None: ...
     @staticmethod
     def _insert_history(db: sqlite3.Connection, user_id: str, e: HistoryEntry) -> None: ...
+    @staticmethod
+    def _add_usage(db: sqlite3.Connection, deltas: Mapping[tuple[str, str], StageUsage]) -> None: ...
 
     # -- the one commit ---------------------------------------------------------------------
     def commit(self, cs: ChangeSet, vectors: Mapping[str, np.ndarray], *,
-               access: Sequence[tuple[str, str, int, float]] = ()) -> None:
+               access: Sequence[tuple[str, str, int, float]] = (),
+               usage: Mapping[tuple[str, str], StageUsage] | None = None) -> None:
         """Everything in ``cs`` in one transaction (one fsync); ``vectors`` by memory id for the
-        writes; ``access`` (user, id, count, last) deltas of access statistics ride along."""
+        writes; ``access`` (user, id, count, last) deltas of access statistics and ``usage`` counters
+        ride along."""
         now = time.time()
         with self._tx() as db:
             self._insert_turns(db, cs.turns, now)
@@ -54,6 +59,8 @@ class MemoryRows:
             db.executemany("DELETE FROM sleep_pending WHERE user_id=? AND memory_id=?",
                            [(cs.user_id, m) for m in cs.sleep_done])
             _add_access(db, access)
+            if usage:
+                self._add_usage(db, usage)
 
     def _write(self, db: sqlite3.Connection, user_id: str, w: MemoryWrite, vector: np.ndarray | None,
                now: float) -> None:

@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -278,20 +278,24 @@ class Journal(MemoryRows):
         return out
 
     # -- usage ----------------------------------------------------------------------------
-    def add_usage(self, deltas: dict[tuple[str, str], StageUsage]) -> None:
+    def add_usage(self, deltas: Mapping[tuple[str, str], StageUsage]) -> None:
         """Add counters to the persisted totals, all in one transaction."""
         if not deltas or self.read_only:
             return
         with self._tx() as db:
-            db.executemany(
+            self._add_usage(db, deltas)
+
+    @staticmethod
+    def _add_usage(db: sqlite3.Connection, deltas: Mapping[tuple[str, str], StageUsage]) -> None:
+        db.executemany(
                 "INSERT INTO usage (kind, stage, calls, prompt_tokens, completion_tokens, latency_ms, "
                 "failures, fallbacks) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(kind, stage) DO UPDATE SET "
                 "calls=calls+excluded.calls, prompt_tokens=prompt_tokens+excluded.prompt_tokens, "
                 "completion_tokens=completion_tokens+excluded.completion_tokens, "
                 "latency_ms=latency_ms+excluded.latency_ms, failures=failures+excluded.failures, "
-                "fallbacks=fallbacks+excluded.fallbacks",
-                [(kind, stage, u.calls, u.prompt_tokens, u.completion_tokens, u.latency_ms,
-                  u.failures, u.fallbacks) for (kind, stage), u in deltas.items()])
+            "fallbacks=fallbacks+excluded.fallbacks",
+            [(kind, stage, u.calls, u.prompt_tokens, u.completion_tokens, u.latency_ms,
+              u.failures, u.fallbacks) for (kind, stage), u in deltas.items()])
 
     def usage(self) -> dict[tuple[str, str], StageUsage]:
         rows = self._query("SELECT kind, stage, calls, prompt_tokens, completion_tokens, latency_ms, failures, "

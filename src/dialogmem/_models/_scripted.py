@@ -66,18 +66,18 @@ class ScriptedLLM(BaseLLM):
             return [c.stage for c in self.calls]
 
     def _chat(self, request: ChatRequest) -> ChatReply:
+        stage = request.stage
+        messages = [dict(m) for m in request.messages]
         with self._lock:
-            stage = request.stage
-            self.calls.append(ScriptedCall(stage, [dict(m) for m in request.messages],
-                                           request.json_schema, request.max_tokens))
-            if self._script is not None:
-                answer: str | BaseException = self._script(stage, [dict(m) for m in request.messages])
-            elif self._queue:
-                answer = self._queue.pop(0)
+            self.calls.append(ScriptedCall(stage, messages, request.json_schema, request.max_tokens))
+            if self._script is None:
+                if not self._queue:
+                    raise LLMUnavailableError(
+                        f"ScriptedLLM ran out of scripted answers after {self._used} (stage {stage!r})")
+                answer: str | BaseException = self._queue.pop(0)
                 self._used += 1
-            else:
-                raise LLMUnavailableError(
-                    f"ScriptedLLM ran out of scripted answers after {self._used} (stage {stage!r})")
+        if self._script is not None:  # outside the lock: concurrent calls are not serialised by the fake
+            answer = self._script(stage, [dict(m) for m in messages])
         if isinstance(answer, BaseException):
             if isinstance(answer, LLMError):
                 raise answer

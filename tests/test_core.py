@@ -1,0 +1,210 @@
+"""The core: one change writer, provenance carried with turns, batched access statistics, one
+backend chooser, errors inside the tree, a curated surface. Real SQLite, Edge and MiniLM; the LLM
+is ``ScriptedLLM`` (a scripted fake, NOT a model) where one is needed."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dialogmem
+from dialogmem import (
+    AsyncMemory,
+    ConfigError,
+    DialogmemError,
+    InputError,
+    Memory,
+    NotFoundError,
+    ScriptedLLM,
+    StoreError,
+)
+
+SESSION = {"session_id": "s1", "timestamp": "2023-05-08T13:56:00"}
+
+
+def test_every_memory_carries_its_own_turns_provenance(make_memory: Any) -> None:
+    mem = make_memory()
+    for i in range(5):
+        mem.add([{"content": f"Fact {i}: my locker number is {400 + i}.", "id": f"m{i}",
+                  "metadata": {"channel": "sms", "n": i}}], "u", agent_id="a1", metadata={"app": "x"}, **SESSION)
+    records = mem.get_all("u")
+    assert len(records) == 5
+    assert {r.agent_id for r in records} == {"a1"}
+    by_turn = {r.source_turn_ids[-1]: r for r in records}
+    for i in range(5):
+        assert by_turn[f"m{i}"].metadata == {"app": "x", "channel": "sms", "n": i}
+    hits = mem.search("locker number", "u", limit=5, filters={"agent_id": "a1"}).hits
+    assert len(hits) == 5
+
+
+def test_access_counts_are_batched_and_never_lost(make_memory: Any, tmp_path: Path) -> None:
+    mem = make_memory("acc")
+    mem.add("My bike is a green Brompton.", "u", flush=True)
+    (record,) = mem.get_all("u")
+    statements: list[str] = []
+    mem._parts.journal._db.set_trace_callback(statements.append)
+    searches = 4 * 25
+
+    def searcher() -> None:
+        for _ in range(25):
+            assert mem.search("bike", "u", limit=1).hits[0].id == record.id
+
+    threads = [threading.Thread(target=searcher) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not [s for s in statements if s.startswith(("BEGIN", "UPDATE"))]  # searches write nothing
+    assert mem.get(record.id, "u").access_count == searches  # pending counts are visible at once
+    mem.close()
+    with Memory(data_dir=tmp_path / "acc") as again:
+        got = again.get(record.id, "u")
+        assert got.access_count == searches and got.last_accessed is not None
+
+
+def test_an_llm_free_add_is_one_transaction(make_memory: Any) -> None:
+    mem = make_memory()
+    mem.add("warm up", "u", flush=True)
+    statements: list[str] = []
+    mem._parts.journal._db.set_trace_callback(statements.append)
+    mem.add([{"content": "I adopted a dog named Biscuit.", "id": "d1"}], "u", **SESSION)
+    assert sum(s.startswith("BEGIN") for s in statements) == 1
+    assert [h.source_turn_ids for h in mem.search("Biscuit", "u", limit=1).hits] == [["d1"]]
+
+
+def test_update_refreshes_keywords_and_entities(make_memory: Any) -> None:
+    mem = make_memory()
+    mem.add("Caroline joined the Lisbon climbing club.", "u", flush=True)
+    (old,) = mem.get_all("u")
+    new = mem.update(old.id, "Melanie bought a Yamaha violin in Porto.", "u")
+    assert "Porto" in new.entities and "Lisbon" not in new.entities
+    assert "violin" in new.keywords and "climbing" not in new.keywords
+    assert mem.search("Yamaha violin", "u", limit=1).hits[0].id == old.id
+    assert [h.event.value for h in mem.history(old.id, "u")] == ["ADD", "UPDATE"]
+    assert mem.history(old.id, "u")[1].previous == old
+
+
+def test_a_slow_model_for_one_user_blocks_no_one_else(tmp_path: Path) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def script(stage: str, messages: list[dict[str, str]]) -> str:
+        if "red bike" in messages[-1]["content"]:  # ann's batch: the model "thinks" until released
+            started.set()
+            release.wait(30)
+        return '{"data": []}'
+
+    mem = Memory(data_dir=tmp_path / "s", llm_client=ScriptedLLM(script),
+                 write={"extractor": "llm", "segmenter": "none", "sensory_tokens": 1, "stm_threshold": 0})
+    try:
+        slow = threading.Thread(target=lambda: mem.add("Ann rides a red bike to work.", "ann", flush=True))
+        slow.start()
+        assert started.wait(10)
+        t0 = time.perf_counter()
+        mem.add([{"content": "Bob keeps bees.", "id": "b1"}], "bob", flush=True)  # while ann's model runs
+        mem.search("bees", "bob")
+        mem.stats("bob")
+        assert time.perf_counter() - t0 < 5.0
+        assert slow.is_alive()  # ann's extraction is still waiting for the model
+        release.set()
+        slow.join(30)
+        assert mem.get_all("ann")  # the rules covered ann's turn when the model gave no fact
+    finally:
+        release.set()
+        mem.close()
+
+
+@pytest.mark.parametrize("setting", [{"read": {"planner": "llm"}}, {"read": {"selector": "llm"}},
+                                     {"write": {"extractor": "llm"}}, {"sleep": {"updater": "llm"}}])
+def test_llm_without_a_model_is_a_config_error_in_every_role(tmp_path: Path, setting: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="needs an LLM"):
+        Memory(data_dir=tmp_path / "s", **setting)
+
+
+def test_misspelt_settings_and_bad_values_fail_at_load(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="write"):
+        Memory(data_dir=tmp_path / "s", write={"contxt_turns": 1})
+    with pytest.raises(ConfigError, match=r"read\.max_query_chars"):
+        Memory(data_dir=tmp_path / "s", read={"max_query_chars": -1})
+    with pytest.raises(ConfigError):
+        Memory(dialogmem.Config(data_dir=tmp_path / "s"), store={"backend": "nope"})
+
+
+def test_errors_stay_inside_the_tree(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="data directory"):
+        Memory(data_dir=blocker / "store")
+    with pytest.raises(StoreError):
+        _ = AsyncMemory(data_dir=tmp_path / "a").sync
+    with pytest.raises(ConfigError):
+        Memory("not a config")  # type: ignore[arg-type]
+
+
+def test_search_reports_its_plan_and_timings(make_memory: Any) -> None:
+    mem = make_memory()
+    mem.add([{"content": "I ran the Lisbon half marathon.", "name": "Ann"}], "u",
+            timestamp="2023-05-08T10:00:00", flush=True)
+    result = mem.search("What did Ann run last week?", "u", reference_time="2023-05-15T09:00:00")
+    assert result.plan is not None and result.plan.views[0] == "What did Ann run last week?"
+    assert result.plan.time_from is not None and result.plan.time_from.startswith("2023-05-08")
+    assert "time" in result.plan.filters and result.plan.relaxed == []
+    assert set(result.timings_ms) == {"plan", "embed", "retrieve", "select"}
+    empty = mem.search("What did Ann run last year?", "u", reference_time="2023-05-15T09:00:00")
+    assert empty.plan is not None and empty.plan.relaxed == ["time"]  # nothing in 2022: the window was dropped
+
+
+def test_add_conversation_and_import_records(make_memory: Any, sample_data: dict[str, Any]) -> None:
+    mem = make_memory()
+    done: list[int] = []
+    result = mem.add_conversation(sample_data, "alice", progress=lambda n, total: done.append(n))
+    assert len(result.turn_ids) == 36 == done[-1] and result.pending_turns == 0
+    records = mem.get_all("alice", limit=1000)
+    vectors = mem._parts.journal.vectors("alice", [r.id for r in records])
+    copies = [r.model_copy(update={"user_id": "bob"}).model_dump() for r in records]
+    for c in copies:  # memory ids belong to one user
+        c["id"] = c["id"][:-12] + "b0b0b0b0b0b0"
+    assert mem.import_records(copies, vectors=[vectors[r.id] for r in records]) == len(records)
+    assert mem.search("dog's name", "bob", limit=1).hits
+    with pytest.raises(InputError, match="another user"):
+        mem.import_records([records[0].model_copy(update={"user_id": "carol"})])
+    with pytest.raises(InputError, match="UUID"):
+        mem.import_records([{"id": "x", "user_id": "u", "memory": "m", "time_stamp": "2023-01-01T00:00:00",
+                             "float_time_stamp": 0, "weekday": "Sun"}])
+
+
+def test_public_surface_is_curated() -> None:
+    public = {n for n in dir(dialogmem) if not n.startswith("_")}
+    assert public == set(dialogmem.__all__) - {"__version__"}
+    for name in ("LLMClient", "ScriptedLLM", "Embedder", "VectorIndex", "Memory", "AsyncMemory", "SearchPlan"):
+        assert name in dialogmem.__all__
+    for sub in ("_write", "_read", "_sleep", "_store", "_models", "_prompts", "_journal"):
+        assert importlib.import_module(f"dialogmem.{sub}")  # private subpackages
+    assert issubclass(NotFoundError, DialogmemError) and issubclass(NotFoundError, KeyError)
+
+
+def test_async_memory_has_real_signatures() -> None:
+    for name, fn in inspect.getmembers(AsyncMemory, inspect.iscoroutinefunction):
+        if name.startswith("_") or name == "open":  # open() takes config overrides, like Memory()
+            continue
+        params = inspect.signature(fn).parameters.values()
+        assert not [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD], name
+        assert name in dir(Memory), name
+
+
+def test_async_first_calls_open_the_store_once(tmp_path: Path) -> None:
+    async def main() -> list[Any]:
+        amem = AsyncMemory(data_dir=tmp_path / "s")
+        try:
+            return await asyncio.gather(*(amem.add(f"note {i}", "u", flush=True) for i in range(4)))
+        finally:
+            await amem.close()
+
+    results = asyncio.run(main())
+    assert len(results) == 4 and all(r.memories for r in results)
