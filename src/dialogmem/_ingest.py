@@ -84,9 +84,17 @@ class Ingest:
             facts = self.stages.extractor.extract(batch, previous=previous)
             records = records_from_facts(user_id, facts, now=time.time())
             vectors = self.stages.embedder.embed([r.memory for r in records])
-        except Exception as exc:  # a poison batch must never block the store: it waits in quarantine
-            log.error("could not process %d turns of user %s (%s: %s); they are quarantined",
-                      len(turn_ids), user_id, type(exc).__name__, exc, exc_info=True)
+        except Exception as exc:  # a poison turn must never block the store: it waits in quarantine
+            if len(turn_ids) > 1:  # find the turns that fail on their own; the others go through
+                log.warning("processing %d turns of user %s failed (%s: %s); retrying them one by one",
+                            len(turn_ids), user_id, type(exc).__name__, exc)
+                changes = ChangeSet(user_id)
+                for segment in batch:
+                    for turn in segment:
+                        changes.merge(self._batch_changes(user_id, [[turn]]))
+                return changes
+            log.error("could not process turn %s of user %s (%s: %s); it is quarantined",
+                      turn_ids[0], user_id, type(exc).__name__, exc, exc_info=True)
             return ChangeSet(user_id, quarantined=dict.fromkeys(turn_ids, f"{type(exc).__name__}: {exc}"))
         writes = [MemoryWrite(record=r, event=Event.ADD, actor="write", vector=v)
                   for r, v in zip(records, vectors, strict=True)]
