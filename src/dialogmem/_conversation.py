@@ -23,14 +23,16 @@ class SessionBatch(BaseModel):
     messages: list[dict[str, Any]]
 
 
-#: what ``Memory.add_conversation`` takes: a JSON file, or the parsed JSON itself
+#: what ``Memory.add_conversation`` takes: a JSON file, the parsed JSON, or session batches
 Conversation = str | Path | list[Any] | dict[str, Any]
 
 
 def read_conversation_source(conversation: Conversation) -> list[SessionBatch]:
-    """Session batches from a file path or from already-parsed JSON."""
+    """Session batches from a file path, from already-parsed JSON, or as given."""
     if isinstance(conversation, str | Path):
         return read_conversation(Path(conversation))
+    if isinstance(conversation, list) and conversation and all(isinstance(b, SessionBatch) for b in conversation):
+        return list(conversation)
     return parse_conversation(conversation)
 
 

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ._config import Config
-from ._conversation import sample_path
+from ._conversation import read_conversation, sample_path
 from ._errors import DialogmemError
 from ._memory import Memory
 
@@ -77,10 +77,11 @@ def _hits_table(title: str, rows: list[dict[str, Any]]) -> Table:
 
 
 def _ingest(mem: Memory, path: Path, user: str, *, quiet: bool = False) -> tuple[int, int]:
+    batches = read_conversation(path)  # a bad file fails here, before any progress bar is drawn
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as progress:
         task = progress.add_task(f"adding {path.name}", total=None)
-        result = mem.add_conversation(path, user, progress=lambda done, total: progress.update(
+        result = mem.add_conversation(batches, user, progress=lambda done, total: progress.update(
             task, completed=done, total=total))
     return len(result.turn_ids), len(result.memories)
 
