@@ -23,10 +23,10 @@ import dialogmem
 from dialogmem._config import Config, LLMConfig
 from dialogmem._errors import ConfigError, InputError
 from dialogmem._models import LocalEmbedder, ScriptedLLM
-from dialogmem.bench import BenchSpec, NaiveRAG, bench_app, run_benchmark, summarise
+from dialogmem.bench import BenchSpec, NaiveRAG, bench_app, load_locomo, run_benchmark, summarise
 from dialogmem.bench._loaders import BenchConversation
 from dialogmem.bench._report import render_markdown
-from dialogmem.bench._systems import IngestCost
+from dialogmem.bench._systems import IngestCost, count_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOCOMO = FIXTURES / "locomo_mini.json"
@@ -133,9 +133,11 @@ def test_resume_after_interruption_redoes_only_unfinished_units(tmp_path: Path, 
 
     def scores(out: Path) -> list[Any]:
         lines = (out / "state" / "units" / "naive-bm25__conv-demo-2.jsonl").read_text().splitlines()
-        return [json.loads(line).get("retrieval") for line in lines[1:]]
+        keys = ("retrieval", "budget_retrieval", "budget_fill")
+        return [{key: json.loads(line).get(key) for key in keys} for line in lines[1:]]
 
     assert scores(tmp_path) == scores(fresh_dir)
+    assert all(rec["budget_fill"] for rec in scores(tmp_path)[:4])  # the budget numbers were checkpointed
 
 
 def test_resume_refuses_other_settings_and_fresh_discards(tmp_path: Path, embedder: LocalEmbedder) -> None:
@@ -144,6 +146,19 @@ def test_resume_refuses_other_settings_and_fresh_discards(tmp_path: Path, embedd
     run_benchmark(spec(tmp_path, **one), factories=naive_factories(embedder, calls))
     with pytest.raises(InputError, match="ks differ"):
         run_benchmark(spec(tmp_path, ks=[1, 10], **one), factories=naive_factories(embedder, calls))
+    with pytest.raises(InputError, match="budgets differ"):
+        run_benchmark(spec(tmp_path, budgets=[128], **one), factories=naive_factories(embedder, calls))
+    # checkpoints of an older harness (no state_version: questions without budget or session numbers)
+    # are refused, never combined with new ones
+    run_json = tmp_path / "state" / "run.json"
+    current = run_json.read_text()
+    old = json.loads(current)
+    del old["state_version"]
+    run_json.write_text(json.dumps(old))
+    with pytest.raises(InputError, match="state_version differ"):
+        run_benchmark(spec(tmp_path, **one), factories=naive_factories(embedder, calls))
+    run_json.write_text(current)
+    assert calls == [("naive-bm25", "conv-demo-2")]
     calls.clear()
     run_benchmark(spec(tmp_path, ks=[1, 10], fresh=True, **one), factories=naive_factories(embedder, calls))
     assert calls == [("naive-bm25", "conv-demo-2")]
@@ -205,7 +220,8 @@ def test_longmemeval_recall_any_all_per_session_and_turn(tmp_path: Path, embedde
     s = spec(tmp_path, dataset="longmemeval", data=LME, systems=["naive-bm25"], ks=[1, 3])
     results = run_benchmark(s, factories=naive_factories(embedder, []))
     retrieval = results["systems"]["naive-bm25"]["retrieval"]
-    assert set(retrieval) == {"session_all", "session_any", "turn_all", "turn_any"}
+    assert set(retrieval) == {"evidence", "session_all", "session_any", "turn_all", "turn_any"}
+    assert set(results["systems"]["naive-bm25"]["budget"]) == set(retrieval)
     assert retrieval["session_any"]["overall"]["n"] == 2  # the abstention question is not retrieved for
     # demo-q1: its greyhound turn is the only one sharing words with "breed ... dog"? check bounds only
     for metric in retrieval.values():
@@ -250,6 +266,9 @@ def test_cli_reports_errors_in_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "Error: invalid mode" in result.output
     result = runner.invoke(bench_app, ["longmemeval", "--data", str(LME), *out, "--llm", "bogus"])
     assert result.exit_code == 1 and "--llm" in result.output
+    for bad in ("0,256", "256,many"):
+        result = runner.invoke(bench_app, ["locomo", "--data", str(LOCOMO), *out, "--budgets", bad])
+        assert result.exit_code == 1 and "Error: --budgets" in result.output, bad
 
 
 @pytest.mark.slow
@@ -290,6 +309,93 @@ def test_dialogmem_system_through_the_facade(tmp_path: Path) -> None:
     assert dm["cost"]["total"]["llm_calls"] == 0
     overall = dm["retrieval"]["evidence"]["overall"]
     assert overall["n"] == 3 and overall["5"] > 0.0
+    # budgets on dialogmem's own rendering: every kept context fits, a larger budget keeps no fewer hits
+    budget = dm["budget"]["evidence"]["overall"]
+    assert budget["n"] == 3 and 0.0 <= budget["256"] <= budget["512"] <= budget["1024"] <= 1.0
+    fill = dm["budget_fill"]
+    assert [fill[b]["searches"] for b in ("256", "512", "1024")] == [4, 4, 4]
+    assert fill["256"]["tokens_mean"] <= 256 and fill["256"]["hits_mean"] <= fill["1024"]["hits_mean"]
     assert dm["latency"]["searches"] == 4 and dm["latency"]["context_tokens_mean"] > 0
     assert not (tmp_path / "unused").exists()  # each unit used its own scratch store
     assert not any((tmp_path / "scratch").iterdir())
+
+
+def test_session_and_budget_recall_on_the_fixture(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    """BM25 on conv-demo-2 (6 turns, 4 questions with evidence), budgets checked against an
+    independent search and rendering of the same conversation."""
+    budgets = [16, 64, 100_000]
+    s = spec(tmp_path, systems=["naive-bm25"], conversations=["conv-demo-2"], ks=[1, 2, 10], budgets=budgets)
+    results = run_benchmark(s, factories=naive_factories(embedder, []))
+    assert results["run"]["budgets"] == budgets and results["run"]["budget_k"] == 50
+    lines = (tmp_path / "state" / "units" / "naive-bm25__conv-demo-2.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines[1:] if "budget_fill" in json.loads(line)]
+    assert [r["qid"] for r in records] == [f"conv-demo-2/q{i}" for i in range(4)]
+
+    conv = load_locomo(LOCOMO, ["conv-demo-2"]).conversations[0]
+    check = NaiveRAG("bm25", tmp_path / "check", embedder)
+    check.ingest(conv)
+    try:
+        for rec, q in zip(records, conv.questions, strict=False):
+            hits = check.search(q, 50).hits
+            prefix = [count_tokens(check.render(hits[:n])) for n in range(1, len(hits) + 1)]
+            for b in budgets:
+                kept = next((n for n, t in enumerate(prefix) if t > b), len(prefix))
+                assert rec["budget_fill"][str(b)]["hits"] == kept, (q.id, b)
+                assert rec["budget_fill"][str(b)]["tokens"] == (prefix[kept - 1] if kept else 0)
+    finally:
+        check.close()
+
+    for rec in records:
+        for key, at in (("retrieval", "10"), ("budget_retrieval", "64")):
+            r = {name: rec[key][name][at] for name in rec[key]}
+            assert r["turn_all"] <= r["evidence"] <= r["turn_any"] <= r["session_any"], rec["qid"]
+            assert r["turn_all"] <= r["session_all"] <= r["session_any"], rec["qid"]
+        # every rendered turn line is longer than 16 tokens: the first hit overflows, nothing is kept
+        assert rec["budget_fill"]["16"] == {"hits": 0, "tokens": 0, "ended": "budget"}
+        assert all(rec["budget_retrieval"][name]["16"] == 0.0 for name in rec["budget_retrieval"])
+        # 100,000 tokens hold every hit BM25 has; k=10 covers all 6 turns: the same numbers
+        assert rec["budget_fill"]["100000"]["ended"] == "hits"
+        assert all(rec["budget_retrieval"][name]["100000"] == rec["retrieval"][name]["10"]
+                   for name in rec["retrieval"])
+    # "Where did Wen go hiking?": the one hiking turn (D1:1) is BM25's first hit
+    first = records[0]["retrieval"]
+    assert first["evidence"]["1"] == first["session_all"]["1"] == 1.0
+    # "What exam did Olu pass and when was it?": evidence D1:2, D1:4, D2:1 spans sessions 1 and 2
+    assert conv.questions[2].evidence_sessions == ["session_1", "session_2"]
+
+    bm25 = results["systems"]["naive-bm25"]
+    assert bm25["budget_fill"]["16"] == {"searches": 4, "hits_mean": 0.0, "tokens_mean": 0.0,
+                                         "ended_budget": 4, "ended_hits": 0, "ended_fetch": 0}
+    for name, by_cat in bm25["budget"].items():
+        assert by_cat["overall"]["100000"] == bm25["retrieval"][name]["overall"]["10"], name
+        assert by_cat["overall"]["n"] == 3 and by_cat["adversarial"]["n"] == 1
+    report = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "- `session_any`: session level: at least one evidence session" in report
+    assert "## Retrieval: session_all recall@10 by category" in report
+    assert "## Retrieval at a fixed context budget" in report and "stop, not skip-and-continue" in report
+    assert "| naive-bm25 | session_all | 0.000 |" in report  # overall at 16 tokens
+    assert "### Budget: evidence recall by category" in report
+    assert "| naive-bm25 | 16 | 4 | 0.00 | 0.0 | 4 | 0 | 0 |" in report  # how the 16-token budget was filled
+
+
+def test_dialogmem_render_is_the_facade_context(tmp_path: Path) -> None:
+    """``DialogmemSystem.render`` gives ``SearchResult.context()`` of any subset of its hits."""
+    from dialogmem import SearchResult
+    from dialogmem._errors import NotFoundError
+    from dialogmem.bench import DialogmemSystem, RetrievedHit
+
+    conv = load_locomo(LOCOMO, ["conv-demo-2"]).conversations[0]
+    system = DialogmemSystem(Config(write={"segmenter": "similarity"}), tmp_path, run_sleep=False)
+    try:
+        system.ingest(conv)
+        out = system.search(conv.questions[2], 5)
+        assert len(out.hits) >= 2
+        assert count_tokens(system.render(out.hits)) == out.context_tokens
+        mem = system._mem  # the same search through the facade: the rendering the system gives callers
+        full = mem.search(conv.questions[2].question, conv.scope, limit=5,
+                          reference_time=conv.last_time().isoformat())
+        assert system.render(out.hits[:2]) == SearchResult(query="", hits=full.hits[:2]).context()
+        with pytest.raises(NotFoundError, match="nope"):
+            system.render([RetrievedHit(id="nope", text="x", score=0.0)])
+    finally:
+        system.close()

@@ -19,17 +19,22 @@ from ._loaders import (
 )
 from ._metrics import (
     bleu1,
+    budget_cut,
     evidence_recall,
     locomo_f1,
+    locomo_session,
+    longmemeval_session,
     multi_answer_f1,
     normalize_answer,
     percentile,
     recall_all,
     recall_any,
     says_not_mentioned,
+    sessions_of,
     token_f1,
 )
 from ._report import render_markdown, summarise, write_report
+from ._retrieval import METRICS, budget_scores, retrieval_scores, score_hits
 from ._runner import SYSTEMS, BenchSpec, Progress, run_benchmark
 from ._systems import (
     AnswerOutcome,
@@ -42,6 +47,7 @@ from ._systems import (
 )
 
 __all__ = [
+    "METRICS",
     "SYSTEMS",
     "AnswerOutcome",
     "BenchConversation",
@@ -62,10 +68,14 @@ __all__ = [
     "SystemFactory",
     "bench_app",
     "bleu1",
+    "budget_cut",
+    "budget_scores",
     "evidence_recall",
     "load_locomo",
     "load_longmemeval",
     "locomo_f1",
+    "locomo_session",
+    "longmemeval_session",
     "multi_answer_f1",
     "normalise_evidence",
     "normalize_answer",
@@ -73,8 +83,11 @@ __all__ = [
     "recall_all",
     "recall_any",
     "render_markdown",
+    "retrieval_scores",
     "run_benchmark",
     "says_not_mentioned",
+    "score_hits",
+    "sessions_of",
     "summarise",
     "token_f1",
     "write_report",

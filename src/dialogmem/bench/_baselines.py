@@ -97,7 +97,11 @@ class NaiveRAG:
         started = time.perf_counter()
         hits = self._search(question.question, k)
         latency = (time.perf_counter() - started) * 1000
-        return SearchOutcome(hits=hits, latency_ms=latency, context_tokens=count_tokens(_context(hits)))
+        return SearchOutcome(hits=hits, latency_ms=latency, context_tokens=count_tokens(self.render(hits)))
+
+    def render(self, hits: Sequence[RetrievedHit]) -> str:
+        """The reader's context: the hits' ``[time] speaker: text`` lines in time order."""
+        return _context(hits)
 
     def answer(self, question: BenchQuestion) -> AnswerOutcome:
         if self._reader is None:
@@ -149,6 +153,9 @@ class FullContext:
         return "\n".join(self._lines[start:]), start > 0
 
     def search(self, question: BenchQuestion, k: int) -> SearchOutcome:
+        raise ConfigError("full-context has no retrieval step")
+
+    def render(self, hits: Sequence[RetrievedHit]) -> str:
         raise ConfigError("full-context has no retrieval step")
 
     def answer(self, question: BenchQuestion) -> AnswerOutcome:

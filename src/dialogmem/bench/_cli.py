@@ -26,6 +26,9 @@ _LLM = typer.Option(None, "--llm",
                     help="reader/judge (and dialogmem) LLM: a GGUF path, 'openai:MODEL', or 'none'")
 _BASE_URL = typer.Option(None, "--llm-base-url", help="base URL of an OpenAI-compatible server")
 _K = typer.Option("1,5,10,20", "--k", help="comma-separated k values for recall@k")
+_BUDGETS = typer.Option("256,512,1024", "--budgets",
+                        help="comma-separated context-token budgets for recall at a fixed budget ('' for none)")
+_BUDGET_K = typer.Option(50, "--budget-k", help="hits fetched per question to fill the budgets (at least max k)")
 _SYSTEMS = typer.Option(None, "--systems", help=f"comma-separated subset of: {', '.join(SYSTEMS)}")
 _CONFIG = typer.Option(None, "--config", help="dialogmem.toml for the dialogmem system")
 _ANSWER_K = typer.Option(10, "--answer-k", help="hits the naive baselines give the reader")
@@ -41,14 +44,14 @@ def _split(text: str | None) -> list[str] | None:
     return items or None
 
 
-def _ks(text: str) -> list[int]:
+def _ints(text: str, option: str, *, allow_empty: bool = False) -> list[int]:
     try:
-        ks = sorted({int(t) for t in text.split(",") if t.strip()})
+        values = sorted({int(t) for t in text.split(",") if t.strip()})
     except ValueError as exc:
-        raise InputError(f"--k must be comma-separated integers, got {text!r}") from exc
-    if not ks or ks[0] < 1:
-        raise InputError(f"--k must be positive integers, got {text!r}")
-    return ks
+        raise InputError(f"{option} must be comma-separated integers, got {text!r}") from exc
+    if (not values and not allow_empty) or (values and values[0] < 1):
+        raise InputError(f"{option} must be positive integers, got {text!r}")
+    return values
 
 
 def llm_overrides(llm: str | None, base_url: str | None) -> dict[str, Any]:
@@ -68,7 +71,9 @@ def _run(dataset: str, **kw: Any) -> None:
     quiet = kw.pop("quiet")
     try:
         config = Config.load(kw.pop("config"), **llm_overrides(kw.pop("llm"), kw.pop("llm_base_url")))
-        spec = BenchSpec(dataset=dataset, ks=_ks(kw.pop("k")), conversations=_split(kw.pop("conversations")),
+        spec = BenchSpec(dataset=dataset, ks=_ints(kw.pop("k"), "--k"),
+                         budgets=_ints(kw.pop("budgets"), "--budgets", allow_empty=True),
+                         conversations=_split(kw.pop("conversations")),
                          systems=_split(kw.pop("systems")), config=config, **kw)
         if quiet:
             results = run_benchmark(spec)
@@ -134,14 +139,15 @@ def locomo(
                                       help="comma-separated sample_ids, e.g. conv-26"),
     mode: str = _MODE, llm: str = _LLM, llm_base_url: str = _BASE_URL, k: str = _K, systems: str = _SYSTEMS,
     config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
-    quiet: bool = _QUIET,
+    quiet: bool = _QUIET, budgets: str = _BUDGETS, budget_k: int = _BUDGET_K,
     limit: int = typer.Option(None, "--limit", help="only the first N questions of each conversation"),
 ) -> None:
-    """LoCoMo: evidence recall@k per category; with an LLM, F1, BLEU-1 and judge accuracy."""
+    """LoCoMo: turn- and session-level recall@k and at context budgets per category; with an LLM, F1,
+    BLEU-1 and judge accuracy."""
     logging.basicConfig(level=logging.WARNING)
     _run("locomo", data=data, out=out, conversations=conversations, limit=limit, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
-         fresh=fresh, quiet=quiet)
+         fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k)
 
 
 @bench_app.command("longmemeval")
@@ -152,10 +158,11 @@ def longmemeval(
     limit: int = typer.Option(None, "--limit", help="only the first N questions"),
     mode: str = _MODE, llm: str = _LLM, llm_base_url: str = _BASE_URL, k: str = _K, systems: str = _SYSTEMS,
     config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
-    quiet: bool = _QUIET,
+    quiet: bool = _QUIET, budgets: str = _BUDGETS, budget_k: int = _BUDGET_K,
 ) -> None:
-    """LongMemEval: recall_any/all@k per session and turn; with an LLM, per-type judge accuracy."""
+    """LongMemEval: recall_any/all per session and turn, at k and at context budgets; with an LLM,
+    per-type judge accuracy."""
     logging.basicConfig(level=logging.WARNING)
     _run("longmemeval", data=data, out=out, conversations=questions, limit=limit, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
-         fresh=fresh, quiet=quiet)
+         fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from .._errors import InputError
 from .._timeparse import parse_timestamp
+from ._metrics import locomo_session, sessions_of
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ def _locomo_conversation(sample: dict[str, Any], report: EvidenceReport) -> Benc
         questions.append(BenchQuestion(
             id=f"{sample_id}/q{i}", question=str(qa["question"]), answer=_answer_text(answer),
             category=LOCOMO_CATEGORIES.get(cat_id, f"category-{cat_id}"), category_id=cat_id,
-            evidence=ids, evidence_sessions=sorted({f"session_{i.split(':')[0][1:]}" for i in ids}),
+            evidence=ids, evidence_sessions=sorted(sessions_of(ids, locomo_session)),
             malformed_evidence=malformed, adversarial=cat_id == 5))
     speakers = [str(conv[k]) for k in ("speaker_a", "speaker_b") if conv.get(k)]
     return BenchConversation(id=sample_id, scope=f"locomo-{sample_id}", speakers=speakers,

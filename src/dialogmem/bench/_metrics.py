@@ -9,7 +9,7 @@ import math
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from nltk.stem import PorterStemmer
 from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
@@ -20,6 +20,9 @@ _PUNCT = str.maketrans("", "", string.punctuation)
 _WORD = re.compile(r"\w+")
 # LoCoMo counts an adversarial question as answered when the reply says the fact is absent
 _NOT_MENTIONED = ("not mentioned", "no information available")
+# a LoCoMo dia_id: D{session}:{turn}
+_LOCOMO_TURN = re.compile(r"D([0-9]+):([0-9]+)")
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def normalize_answer(text: str) -> str:
@@ -115,9 +118,49 @@ def recall_all(targets: Iterable[str], retrieved: set[str]) -> float | None:
     return 1.0 if wanted <= retrieved else 0.0
 
 
-def session_of(turn_id: str) -> str:
-    """The session part of a ``{session_id}:{turn_index}`` id."""
-    return turn_id.rsplit(":", 1)[0]
+def locomo_session(turn_id: str) -> str | None:
+    """LoCoMo's session of a dia_id: ``D3:5`` → ``session_3``; None for anything else (``D``,
+    ``D10:19x``, ``3:5``), which then counts for no session."""
+    match = _LOCOMO_TURN.fullmatch(turn_id)
+    return f"session_{int(match.group(1))}" if match else None
+
+
+def longmemeval_session(turn_id: str) -> str | None:
+    """The session of the harness's LongMemEval turn ids ``{session_id}:{turn_index}``; None when
+    the id has no such form (no colon, empty session, a non-numeric index)."""
+    session, sep, index = turn_id.rpartition(":")
+    return session if sep and session and _DIGITS.fullmatch(index) else None
+
+
+def session_mapper(dataset: str) -> Callable[[str], str | None]:
+    """The turn-id → session-id function of a dataset (LoCoMo dia_ids, or LongMemEval's own ids)."""
+    return locomo_session if dataset == "locomo" else longmemeval_session
+
+
+def sessions_of(turn_ids: Iterable[str], session_of: Callable[[str], str | None]) -> set[str]:
+    """The sessions the turn ids belong to; ids that map to no session are left out."""
+    return {s for t in turn_ids if (s := session_of(t)) is not None}
+
+
+def budget_prefix_tokens(n_hits: int, tokens_of_prefix: Callable[[int], int], ceiling: int) -> list[int]:
+    """Context tokens of the first 1, 2, … hits (``tokens_of_prefix(n)`` renders hits[:n] and counts
+    it), stopping after the first prefix over ``ceiling``: nothing later can fit any budget ≤ it."""
+    counts: list[int] = []
+    for n in range(1, n_hits + 1):
+        counts.append(tokens_of_prefix(n))
+        if counts[-1] > ceiling:
+            break
+    return counts
+
+
+def budget_cut(prefix_tokens: Sequence[int], budget: int) -> int:
+    """How many leading hits a ``budget``-token context holds: hits are taken in rank order while
+    the rendered context of the hits taken so far fits; the first hit that would overflow ends the
+    walk (stop, never skip-and-continue, so a short hit ranked lower cannot jump the queue)."""
+    for n, tokens in enumerate(prefix_tokens):
+        if tokens > budget:
+            return n
+    return len(prefix_tokens)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -14,9 +14,18 @@ from typing import Any
 
 from . import _metrics as m
 from ._loaders import ADVERSARIAL, LOCOMO_CATEGORIES
+from ._markdown import fmt as _fmt
+from ._markdown import table as _table
+from ._report_retrieval import (
+    OVERALL,
+    budget_sections,
+    legend,
+    retrieval_sections,
+    summarise_by_category,
+    summarise_fill,
+)
 from ._state import atomic_write
 
-OVERALL = "overall"
 _LOCOMO_ORDER = [LOCOMO_CATEGORIES[i] for i in (1, 2, 3, 4)]
 
 
@@ -36,8 +45,10 @@ def _in_overall(dataset: str, q: dict[str, Any]) -> bool:
     return not (dataset == "locomo" and q.get("adversarial"))
 
 
-def summarise(dataset: str, ks: Sequence[int], units: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per-category and overall means, cost and latency of one system's saved units."""
+def summarise(dataset: str, ks: Sequence[int], units: Sequence[dict[str, Any]], *,
+              budgets: Sequence[int] = ()) -> dict[str, Any]:
+    """Per-category and overall means (recall at each k and each token budget, QA), cost and
+    latency of one system's saved units."""
     questions = [q for u in units for q in u["questions"]]
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for q in questions:
@@ -49,25 +60,13 @@ def summarise(dataset: str, ks: Sequence[int], units: Sequence[dict[str, Any]]) 
         "units": len(units),
         "questions": len(questions),
         "categories": order,
-        "retrieval": _retrieval(ks, groups, order),
+        "retrieval": summarise_by_category(ks, groups, order, "retrieval"),
+        "budget": summarise_by_category(budgets, groups, order, "budget_retrieval"),
+        "budget_fill": summarise_fill(budgets, questions),
         "qa": _qa(groups, order),
         "cost": _cost(units),
         "latency": _latency(questions),
     }
-
-
-def _retrieval(ks: Sequence[int], groups: dict[str, list[dict[str, Any]]], order: list[str]
-               ) -> dict[str, dict[str, dict[str, Any]]]:
-    metrics = sorted({name for qs in groups.values() for q in qs for name in q.get("retrieval", {})})
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for metric in metrics:
-        out[metric] = {}
-        for cat in order:
-            rows = [q["retrieval"][metric] for q in groups.get(cat, []) if metric in q.get("retrieval", {})]
-            cell: dict[str, Any] = {str(k): _r(m.mean(r.get(str(k)) for r in rows)) for k in ks}
-            cell["n"] = sum(1 for r in rows if r.get(str(ks[0])) is not None)
-            out[metric][cat] = cell
-    return out
 
 
 def _qa(groups: dict[str, list[dict[str, Any]]], order: list[str]) -> dict[str, dict[str, Any]]:
@@ -167,20 +166,6 @@ def primary_k(ks: Sequence[int]) -> int:
     return 10 if 10 in ks else max(ks)
 
 
-def _fmt(value: Any, nd: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{nd}f}"
-    return str(value)
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
-    return [*lines, ""]
-
-
 def _column_order(results: dict[str, Any]) -> list[str]:
     cats: list[str] = []
     for s in results["systems"].values():
@@ -201,7 +186,8 @@ def render_markdown(results: dict[str, Any], plots: dict[str, str]) -> str:
     lines += [
         f"- data: `{run['data']}` (sha256 {run['data_sha256'][:12]}…), {len(run['conversations'])} "
         f"conversations, {run['questions']} questions",
-        f"- mode: {run['mode']}; k: {', '.join(map(str, ks))}; sleep after ingest: {run['sleep']}",
+        f"- mode: {run['mode']}; k: {', '.join(map(str, ks))}; context budgets: "
+        f"{', '.join(map(str, run.get('budgets') or [])) or 'none'} tokens; sleep after ingest: {run['sleep']}",
         f"- machine: {run['machine']['platform']}, Python {run['machine']['python']}",
         f"- generated {run['generated_at']}; this invocation took {_fmt(run.get('invocation_wall_s'), 1)} s"
         + (" (resumed from checkpoints)" if run.get("resumed") else "")
@@ -217,17 +203,9 @@ def render_markdown(results: dict[str, Any], plots: dict[str, str]) -> str:
     if ev.get("examples"):
         lines += ["Skipped entries: " + ", ".join(f"`{e}`" for e in ev["examples"][:20]), ""]
 
-    metrics = sorted({name for s in systems.values() for name in s["retrieval"]})
-    for metric in metrics:
-        lines += [f"## Retrieval: {metric} recall@{k0} by category", ""]
-        header = ["system", *[f"{c} (n={_n(systems, metric, c)})" for c in cols]]
-        rows = [[name, *[s["retrieval"].get(metric, {}).get(c, {}).get(str(k0)) for c in cols]]
-                for name, s in systems.items() if metric in s["retrieval"]]
-        lines += _table(header, rows)
-        lines += [f"## Retrieval: {metric} recall@k, overall", ""]
-        rows = [[name, *[s["retrieval"][metric].get(OVERALL, {}).get(str(k)) for k in ks]]
-                for name, s in systems.items() if metric in s["retrieval"]]
-        lines += _table(["system", *[f"@{k}" for k in ks]], rows)
+    lines += legend(systems)
+    lines += retrieval_sections(results, cols, k0)
+    lines += budget_sections(results, cols)
 
     if any(s["qa"] for s in systems.values()):
         lines += _qa_section(results, cols)
@@ -276,14 +254,6 @@ def render_markdown(results: dict[str, Any], plots: dict[str, str]) -> str:
     if results.get("judge_templates"):
         lines += _judge_section(results)
     return "\n".join(lines)
-
-
-def _n(systems: dict[str, Any], metric: str, cat: str) -> Any:
-    for s in systems.values():
-        cell = s["retrieval"].get(metric, {}).get(cat)
-        if cell:
-            return cell["n"]
-    return 0
 
 
 def _qa_section(results: dict[str, Any], cols: list[str]) -> list[str]:

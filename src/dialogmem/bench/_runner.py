@@ -25,7 +25,8 @@ from .._prompts import judge as judge_prompts
 from . import _metrics as m
 from ._loaders import BenchConversation, BenchDataset, BenchQuestion, load_locomo, load_longmemeval
 from ._report import write_report
-from ._state import RunState
+from ._retrieval import DEFAULT_BUDGET_K, DEFAULT_BUDGETS, has_target, search_question
+from ._state import STATE_VERSION, RunState
 from ._systems import BenchSystem, SystemFactory
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ class BenchSpec(BaseModel):
     ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])
     systems: list[str] | None = None  # None: all that the mode supports
     answer_k: int = 10  # hits the naive reader sees
+    budgets: list[int] = Field(default_factory=lambda: list(DEFAULT_BUDGETS))  # context tokens; [] for none
+    budget_k: int = DEFAULT_BUDGET_K  # hits fetched per question to fill the budgets (at least max(ks))
     config: Config = Field(default_factory=Config)  # dialogmem's own config (its llm is the reader's)
     sleep: bool = True  # run Memory.sleep() after the final flush
     fresh: bool = False  # discard earlier checkpoints in ``out``
@@ -62,12 +65,18 @@ class BenchSpec(BaseModel):
             raise InputError("full-context is a QA-only baseline: it needs --mode llm")
         return chosen
 
+    def fetch_k(self) -> int:
+        """Hits one search fetches to fill the budgets: ``budget_k``, or the largest k when larger."""
+        return max([self.budget_k, *self.ks])
+
     def settings(self, dataset: BenchDataset) -> dict[str, Any]:
         """What must be equal for checkpoints of two invocations to be combined."""
         llm = self.config.llm
         return {
             "dataset": self.dataset, "data_sha256": dataset.sha256, "mode": self.mode,
             "ks": sorted(self.ks), "answer_k": self.answer_k, "sleep": self.sleep,
+            "budgets": sorted(self.budgets), "budget_k": self.fetch_k() if self.budgets else None,
+            "state_version": STATE_VERSION,
             "llm": llm.model_dump(exclude={"api_key"}) if self.mode == "llm" else None,
             "dialogmem": self.config.model_dump(mode="json", include={"embedder", "write", "read", "sleep"}),
         }
@@ -135,6 +144,10 @@ def run_benchmark(spec: BenchSpec, *, progress: ProgressCallback | None = None,
     """
     if not spec.ks or min(spec.ks) < 1:
         raise InputError("--k needs positive integers, e.g. 1,5,10,20")
+    if spec.budgets and min(spec.budgets) < 1:
+        raise InputError("--budgets needs positive token counts, e.g. 256,512,1024")
+    if spec.budget_k < 1:
+        raise InputError("--budget-k needs a positive number of hits")
     systems = spec.chosen_systems()
     dataset = load_dataset(spec)
     if not dataset.conversations:
@@ -221,54 +234,18 @@ def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, n
     state.remove_scratch(scratch)
 
 
-#: the k whose latency and context tokens the report shows (when it is among --k)
-REFERENCE_K = 10
-
-
 def _question(spec: BenchSpec, dataset: str, system: BenchSystem, q: BenchQuestion,
               judge: LLMClient | None) -> dict[str, Any]:
     rec: dict[str, Any] = {"qid": q.id, "category": q.category, "adversarial": q.adversarial,
                            "abstention": q.abstention}
-    has_evidence = bool(q.evidence) or (dataset == "longmemeval" and bool(q.evidence_sessions))
-    if system.retrieval and has_evidence and not q.abstention:
-        # one search per k: a selector ranks differently for limit=10 than for limit=50, and the
-        # context a caller would get at k is what the tokens column must show
-        retrieval: dict[str, dict[str, float | None]] = {}
-        tokens_at: dict[str, int] = {}
-        outcomes = {}
-        for k in spec.ks:
-            outcomes[k] = system.search(q, k)
-            tokens_at[str(k)] = outcomes[k].context_tokens
-            scores = retrieval_scores(dataset, q, [h.source_turn_ids for h in outcomes[k].hits], [k])
-            for metric, by_k in scores.items():
-                retrieval.setdefault(metric, {}).update(by_k)
-        ref = outcomes[REFERENCE_K if REFERENCE_K in outcomes else max(spec.ks)]
-        rec.update(search_ms=round(ref.latency_ms, 3), context_tokens=ref.context_tokens,
-                   context_tokens_at=tokens_at, n_hits=len(ref.hits), retrieval=retrieval)
+    if system.retrieval and has_target(q):
+        rec.update(search_question(system, dataset, q, spec.ks, spec.budgets, spec.fetch_k()))
     if spec.mode == "llm":
         ans = system.answer(q)
         rec.update(prediction=ans.text, answer_ms=round(ans.latency_ms, 3),
                    answer_context_tokens=ans.context_tokens, truncated=ans.truncated)
         rec.update(qa_scores(dataset, q, ans.text, judge))
     return rec
-
-
-def retrieval_scores(dataset: str, q: BenchQuestion, sources: list[list[str]], ks: list[int]
-                     ) -> dict[str, dict[str, float | None]]:
-    """Recall at every k: evidence recall (LoCoMo); recall_any/all per turn and session (LongMemEval)."""
-    if dataset == "locomo":
-        return {"evidence": {str(k): m.evidence_recall(q.evidence, sources, k) for k in ks}}
-    out: dict[str, dict[str, float | None]] = {n: {} for n in
-                                                ("turn_any", "turn_all", "session_any", "session_all")}
-    sessions = q.evidence_sessions or sorted({m.session_of(t) for t in q.evidence})
-    for k in ks:
-        turns = m.retrieved_ids(sources, k)
-        found_sessions = {m.session_of(t) for t in turns}
-        out["turn_any"][str(k)] = m.recall_any(q.evidence, turns)
-        out["turn_all"][str(k)] = m.recall_all(q.evidence, turns)
-        out["session_any"][str(k)] = m.recall_any(sessions, found_sessions)
-        out["session_all"][str(k)] = m.recall_all(sessions, found_sessions)
-    return out
 
 
 def qa_scores(dataset: str, q: BenchQuestion, prediction: str, judge: LLMClient | None) -> dict[str, Any]:
@@ -324,6 +301,7 @@ def collect_results(spec: BenchSpec, dataset: BenchDataset, systems: list[str], 
         "run": {
             "dataset": spec.dataset, "data": str(spec.data), "data_sha256": dataset.sha256,
             "mode": spec.mode, "ks": sorted(spec.ks), "answer_k": spec.answer_k, "sleep": spec.sleep,
+            "budgets": sorted(spec.budgets), "budget_k": spec.fetch_k() if spec.budgets else None,
             "conversations": [c.id for c in dataset.conversations],
             "questions": sum(len(c.questions) for c in dataset.conversations),
             "systems": systems,
@@ -335,5 +313,6 @@ def collect_results(spec: BenchSpec, dataset: BenchDataset, systems: list[str], 
         "evidence": dataset.evidence.model_dump(),
         "judge_templates": judge_prompts.TEMPLATES if spec.mode == "llm" else {},
         "judge_system": judge_prompts.VERSION,
-        "systems": {name: summarise(dataset.name, spec.ks, us) for name, us in units.items()},
+        "systems": {name: summarise(dataset.name, spec.ks, us, budgets=sorted(spec.budgets))
+                    for name, us in units.items()},
     }

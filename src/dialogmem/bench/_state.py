@@ -3,7 +3,7 @@
 A finished (system, conversation) unit is one JSON-lines file: a header line with the unit's cost,
 then one line per question. Files are written to a temporary name and renamed, so a killed run
 leaves either the whole unit or nothing. ``run.json`` holds the settings that make results
-comparable; a resumed run must match them.
+comparable (``STATE_VERSION`` among them); a resumed run must match them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from typing import Any
 
 from .._errors import InputError
 
+#: the shape of a saved question record; part of the run settings, so checkpoints written in another
+#: shape are refused instead of combined (2: session-level recall for LoCoMo, recall at token budgets)
+STATE_VERSION = 2
 _MARKER = ".dialogmem-bench-scratch"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from .._config import Config
+from .._errors import NotFoundError
+from .._types import SearchHit, SearchResult
 from ._loaders import BenchConversation, BenchQuestion, BenchTurn
 
 _WORD_OR_MARK = re.compile(r"\w+|[^\w\s]")
@@ -63,6 +65,11 @@ class BenchSystem(Protocol):
     def ingest(self, conversation: BenchConversation) -> IngestCost: ...
 
     def search(self, question: BenchQuestion, k: int) -> SearchOutcome: ...
+
+    def render(self, hits: Sequence[RetrievedHit]) -> str:
+        """The context this system gives a reader for these hits (of its own searches), which its
+        ``SearchOutcome.context_tokens`` counts; budgets are measured on it."""
+        ...
 
     def answer(self, question: BenchQuestion) -> AnswerOutcome: ...
 
@@ -123,6 +130,7 @@ class DialogmemSystem:
         self._sleep = run_sleep
         self._conv: BenchConversation | None = None
         self._after_ingest: dict[str, Any] = {}
+        self._seen: dict[str, SearchHit] = {}  # every hit searched so far, by id, for render()
 
     def ingest(self, conversation: BenchConversation) -> IngestCost:
         self._conv = conversation
@@ -154,9 +162,17 @@ class DialogmemSystem:
         result = self._mem.search(question.question, self._conv.scope, limit=k,
                                   reference_time=question_time(self._conv, question))
         latency = (time.perf_counter() - started) * 1000
+        self._seen.update((h.id, h) for h in result.hits)
         hits = [RetrievedHit(id=h.id, text=h.memory, score=h.score, source_turn_ids=list(h.source_turn_ids))
                 for h in result.hits]
         return SearchOutcome(hits=hits, latency_ms=latency, context_tokens=count_tokens(result.context()))
+
+    def render(self, hits: Sequence[RetrievedHit]) -> str:
+        """``SearchResult.context()`` of these hits: what ``Memory.answer`` and callers give an LLM."""
+        missing = [h.id for h in hits if h.id not in self._seen]
+        if missing:
+            raise NotFoundError(f"hits {', '.join(missing)} did not come from this system's searches")
+        return SearchResult(query="", hits=[self._seen[h.id] for h in hits]).context()
 
     def answer(self, question: BenchQuestion) -> AnswerOutcome:
         assert self._conv is not None, "ingest() first"
