@@ -25,6 +25,8 @@ cycles, so per-user cycles would make shared knowledge fade with the number of u
 ``forget_subject(subject_key, links, graph, ...)`` removes the subject's links; for every node or edge
 it supported, ``evidence' = evidence - removed`` and ``confidence' = confidence * evidence' / evidence``
 (0 when nothing else supports it); below ``floor`` it is soft-dropped, edges of dropped nodes too.
+
+Confidences are rounded to 9 decimals, so that a value computed to sit exactly at ``floor`` stays.
 """
 
 from __future__ import annotations
@@ -157,9 +159,9 @@ def _decay(cycle: _Cycle) -> None:
         for rid, row in list(table.items()):
             if not row.live or rid in cycle.touched:
                 continue
-            conf = row.confidence * (1 - (1 - th.decay) / max(1, row.evidence))
+            conf = round(row.confidence * (1 - (1 - th.decay) / max(1, row.evidence)), 9)
             table[rid] = row.model_copy(update={  # type: ignore[assignment]
-                "confidence": round(conf, 9), "updated_at": cycle.now,
+                "confidence": conf, "updated_at": cycle.now,
                 "dropped_at": cycle.now if conf < th.floor else None})
     _drop_dangling(cycle.nodes, cycle.edges, cycle.now)
 
@@ -205,9 +207,9 @@ def forget_subject(subject_key: str, links: Iterable[EvidenceLink], graph: Graph
             continue
         row = table[target]
         evidence = max(0, row.evidence - count) if target in others else 0
-        conf = row.confidence * evidence / row.evidence if row.evidence else 0.0
+        conf = round(row.confidence * evidence / row.evidence, 9) if row.evidence else 0.0
         dropped = row.dropped_at if row.dropped_at is not None else (now if conf < floor else None)
-        table[target] = row.model_copy(update={"evidence": evidence, "confidence": round(conf, 9),
+        table[target] = row.model_copy(update={"evidence": evidence, "confidence": conf,
                                                "updated_at": now, "dropped_at": dropped})
     _drop_dangling(nodes, edges, now)
     delta = _delta(graph, nodes, edges)

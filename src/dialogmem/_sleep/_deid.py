@@ -63,21 +63,25 @@ class Deidentifier:
 
     def __init__(self, names: Iterable[str], user_ids: Iterable[str]) -> None:
         self._grams: dict[tuple[str, ...], str] = {}
-        for uid in user_ids:
-            self._add(uid, SOMEONE, parts=False)
         for name in names:
             self._add(name, PERSON, parts=True)
+        for uid in user_ids:
+            self._add(uid, SOMEONE, parts=False)
         self._longest = max((len(g) for g in self._grams), default=0)
+        self._first = frozenset(g[0] for g in self._grams)
 
     def _add(self, raw: str, placeholder: str, *, parts: bool) -> None:
         words = tuple(w.lower() for w in _WORD.findall(raw))
         if not words or len("".join(words)) < 2:
             return
         self._grams.setdefault(words, placeholder)
-        if parts and len(words) > 1:
-            for w in words:
-                if len(w) >= 2 and w not in _PARTICLES and not w.isdigit():
-                    self._grams.setdefault((w,), placeholder)
+        if not parts or len(words) == 1:
+            return
+        pieces = [tuple(w.lower() for w in _WORD.findall(p)) for p in raw.split()]  # "Jean-Luc"
+        pieces += [(w,) for w in words]
+        for piece in pieces:
+            if piece and len("".join(piece)) >= 2 and piece[0] not in _PARTICLES and not piece[0].isdigit():
+                self._grams.setdefault(piece, placeholder)
 
     def __call__(self, text: str) -> str | None:
         text = _drop_contact_tokens(text)
@@ -94,11 +98,12 @@ class Deidentifier:
         if not self._grams:
             return text
         words = list(_WORD.finditer(text))
+        lower = [m.group().lower() for m in words]
         out: list[str] = []
         last = 0
         k = 0
         while k < len(words):
-            hit = self._match_at(text, words, k)
+            hit = self._match_at(text, words, lower, k) if lower[k] in self._first else None
             if hit is None:
                 k += 1
                 continue
@@ -111,10 +116,10 @@ class Deidentifier:
         out.append(text[last:])
         return "".join(out)
 
-    def _match_at(self, text: str, words: list[re.Match[str]], k: int) -> tuple[int, str] | None:
+    def _match_at(self, text: str, words: list[re.Match[str]], lower: list[str], k: int) -> tuple[int, str] | None:
         """Longest name or id starting at word ``k``: (number of words, placeholder)."""
         for n in range(min(self._longest, len(words) - k), 0, -1):
-            gram = tuple(m.group().lower() for m in words[k:k + n])
+            gram = tuple(lower[k:k + n])
             placeholder = self._grams.get(gram)
             if placeholder is None:
                 continue
@@ -198,7 +203,7 @@ def _drop_addresses(text: str) -> str:
 
 def _street_end(text: str, words: list[re.Match[str]], k: int) -> int | None:
     head = words[k].group()
-    if not (head.isdigit() and len(head) <= 5):
+    if not (len(head) <= 5 and head.isdigit()) or k + 2 >= len(words) or not words[k + 1].group()[:1].isupper():
         return None
     for j in range(k + 1, min(k + 6, len(words))):
         word = words[j].group()
