@@ -4,14 +4,15 @@ decided without I/O against the caller's nearest existing items.
 ``reconcile(new, similar, now=...)`` looks at the candidates (``ScoredRecord``: record + cosine) from
 the most similar down and decides on the first that qualifies:
 
-- ``merge``: a near-duplicate (cosine ``>= duplicate_cosine``, content-word Jaccard ``>=
-  duplicate_overlap``, same negations and numbers) whose words contain all of the new item's: the new
-  item is not stored; the existing one keeps its text and takes the new item's source turns.
-- ``rewrite``: the same, but the new item's words contain the existing one's (it says more): the
-  existing item takes the new text (same id, old text in history) and the union of sources.
+- ``merge``: a near-duplicate (cosine ``>= duplicate_cosine``, same negations) whose content words
+  and numbers contain all of the new item's: the new item is not stored (nothing of it is lost); the
+  existing one keeps its text and takes the new item's source turns.
+- ``rewrite``: the same, but the new item's words and numbers contain the existing one's (it says
+  more): the existing item takes the new text (same id, old text in history) and the union of sources.
 - ``supersede``: a conflict — cosine ``>= conflict_cosine`` and the content words other than numbers
-  overlap (Jaccard ``>= conflict_overlap``), but the negations or the numbers differ ("Sam has 2
-  dogs" / "Sam has 3 dogs", "likes tea" / "does not like tea"). Time settles it: the later
+  overlap (Jaccard ``>= conflict_overlap``), but the negations differ or both give numbers and
+  neither set contains the other ("Sam has 2 dogs" / "Sam has 3 dogs", "likes tea" / "does not like
+  tea"). Time settles it: the later
   ``float_time_stamp`` wins and the other is retired (deleted from the index, kept in history) —
   unless the older one has ``evidence_margin`` times the evidence of the newer (evidence = distinct
   source turns + access count), in which case the decision is ``keep_both`` and the new item is
@@ -43,7 +44,6 @@ class ReconcileThresholds(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     duplicate_cosine: float = Field(0.92, ge=-1, le=1)
-    duplicate_overlap: float = Field(0.8, ge=0, le=1)
     conflict_cosine: float = Field(0.8, ge=-1, le=1)
     conflict_overlap: float = Field(0.6, ge=0, le=1)
     evidence_margin: float = Field(3.0, ge=1)
@@ -77,6 +77,12 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
+def _numbers_clash(a: frozenset[str], b: frozenset[str]) -> bool:
+    """Both state numbers and neither set contains the other ("2 dogs" / "3 dogs"); a number
+    only one of them gives is a detail, not a clash."""
+    return bool(a) and bool(b) and not (a <= b or b <= a)
+
+
 def evidence(record: MemoryRecord) -> int:
     return len(set(record.source_turn_ids)) + record.access_count
 
@@ -91,15 +97,14 @@ def reconcile(new_item: MemoryRecord, similar_items: Sequence[ScoredRecord], *, 
         if old_rec.id == new_item.id or cand.score < th.conflict_cosine:
             continue
         old = _Facts(old_rec.memory)
-        same_claims = old.negations == new.negations and old.numbers == new.numbers
-        overlap = _jaccard(old.words, new.words)
-        if same_claims and cand.score >= th.duplicate_cosine and overlap >= th.duplicate_overlap:
-            if new.words <= old.words:
+        if old.negations != new.negations or _numbers_clash(old.numbers, new.numbers):
+            if _jaccard(old.words, new.words) >= th.conflict_overlap:
+                return _settle(new_item, old_rec, now, th)
+        elif cand.score >= th.duplicate_cosine:
+            if new.words <= old.words and new.numbers <= old.numbers:
                 return _merge(new_item, old_rec, now)
-            if old.words <= new.words:
+            if old.words <= new.words and old.numbers <= new.numbers:
                 return _rewrite(new_item, old_rec, now)
-        elif not same_claims and overlap >= th.conflict_overlap:
-            return _settle(new_item, old_rec, now, th)
     return ReconcileDecision(action="add", new_id=new_item.id, history=[_add(new_item, now, "write")])
 
 
