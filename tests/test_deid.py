@@ -40,6 +40,8 @@ def deid() -> Deidentifier:
     ("Anna de la Cruz paints; Cruz is busy", "a person paints; a person is busy"),
     ("user-42 said conv_26 liked pottery", "someone said someone liked pottery"),
     ("Tommy and Tomato are not Tom", "Tommy and Tomato are not a person"),
+    ("Hey Caro, Mayb later; Car keys", "Hey a person, Mayb later; a person keys"),  # capitalised prefixes
+    ("the caro stays lower-case", "the caro stays lower-case"),
     ("Write to maya.okafor@example.com about the pottery class", "Write to about the pottery class"),
     ("Call +1 (555) 123-4567 for the pottery class", "Call for the pottery class"),
     ("pottery at 221 Baker Street, London", "pottery at , London"),

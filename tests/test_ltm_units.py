@@ -141,3 +141,13 @@ def test_llm_chunks_fall_back_independently() -> None:
     batch = LLMUnitExtractor(llm, Deidentifier(NAMES, USER_IDS), max_items=1).units(records, subject)
     assert (batch.method, batch.fallbacks) == ("mixed", 1)
     assert [(u.memory_id, u.method) for u in batch.units] == [("m1", "rule"), ("m2", "llm")]
+
+
+def test_one_word_common_nouns_only_in_patterns_unless_asked(rules: RuleUnitExtractor) -> None:
+    text = "The kids loved the pottery class. The kids are tired."
+    nodes, _ = rules.extract(text)
+    assert [n.text for n in nodes] == ["kids", "tired", "pottery class"]  # "kids" via the pattern
+    nodes, _ = rules.extract("The kids loved the pottery class.")
+    assert [n.text for n in nodes] == ["pottery class"]
+    loose = RuleUnitExtractor(Deidentifier(NAMES, USER_IDS), single_word_concepts=True)
+    assert [n.text for n in loose.extract("The kids loved the pottery class.")[0]] == ["kids", "pottery class"]

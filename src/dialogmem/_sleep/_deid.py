@@ -14,7 +14,9 @@ no personal identifier).
    names (the full name and each part of a multiword name, possessives included: "Maya's" ->
    "a person's") by ``"a person"``, user ids by ``"someone"``. Parts shorter than two characters
    and particles ("de", "van", "jr") are not matched alone; a name that is also a common word
-   ("May", "Rose") is still replaced everywhere — privacy over fidelity.
+   ("May", "Rose") is still replaced everywhere — privacy over fidelity. A capitalised word that is
+   a prefix of three letters or more of a name word is taken for a nickname ("Mel" for "Melanie",
+   "Chris" for "Christina") and replaced too.
 4. ``None`` when no content word is left besides the placeholders.
 
 Every pattern runs in linear time: tokens come from ``\\S+`` / ``\\w+`` scans, the phone pattern has
@@ -22,6 +24,7 @@ one bounded quantifier, names are matched by looking word n-grams up in a set (c
 the number of names), and there is no nested quantifier on user text.
 
 Not covered (documented gaps): names of people who are not users of the store ("my friend John"),
+nicknames that are no prefix of the name ("Bob" for "Robert") or written in lower case ("mel"),
 postcodes, street addresses without a number or a street word, national id numbers shorter than 7
 digits, and identifiers spelled with spaces inside ("m a y a").
 """
@@ -36,6 +39,7 @@ from .._write._extract import content_tokens
 PERSON = "a person"
 SOMEONE = "someone"
 MAX_TOKEN_CHARS = 100
+MIN_NICKNAME = 3
 PLACEHOLDER_WORDS = frozenset({"person", "someone", "persons", "people"})
 
 _TOKEN = re.compile(r"\S+")
@@ -69,6 +73,9 @@ class Deidentifier:
             self._add(uid, SOMEONE, parts=False)
         self._longest = max((len(g) for g in self._grams), default=0)
         self._first = frozenset(g[0] for g in self._grams)
+        # "Mel" for "Melanie", "Chris" for "Christopher": a capitalised prefix of a name word
+        self._nicknames = frozenset(w[:i] for g, p in self._grams.items() if p == PERSON and len(g) == 1
+                                    for w in g for i in range(MIN_NICKNAME, len(w)))
 
     def _add(self, raw: str, placeholder: str, *, parts: bool) -> None:
         words = tuple(w.lower() for w in _WORD.findall(raw))
@@ -104,6 +111,8 @@ class Deidentifier:
         k = 0
         while k < len(words):
             hit = self._match_at(text, words, lower, k) if lower[k] in self._first else None
+            if hit is None and lower[k] in self._nicknames and words[k].group()[:1].isupper():
+                hit = (1, PERSON)
             if hit is None:
                 k += 1
                 continue

@@ -13,11 +13,14 @@ sentence takes:
 - ``RelatedTo`` between nodes of the same sentence (co-occurrence), at most ``max_pairs``.
 
 It is deliberately conservative: at most ``max_nodes`` nodes per memory (pattern nodes, then names,
-then noun phrases), no node from a filler line, none made only of placeholders ("a person"), digits
-or time words. It misses: noun phrases without a determiner ("I love pottery"), pronoun subjects
-("it is great" gives nothing), coordination ("cats and dogs are pets"), ``Implies`` (never produced
-without a model), negation ("X is not a Y" gives no edge), and names of people who are not users of
-the store (they may become Entity nodes: see ``_deid``).
+then noun phrases), no node from a filler line, none made only of placeholders ("a person"), digits,
+time words or generic nouns ("photo", "thing"); a one-word common noun ("kids", "life") is a node
+only as part of an ``IsA`` / ``HasProperty`` pattern, unless ``single_word_concepts`` is set — alone
+it is too general to be knowledge, and on LoCoMo it was most of the nodes. A past-tense word ends a
+noun phrase ("the kids loved ..."). It misses: noun phrases without a determiner ("I love
+pottery"), pronoun subjects ("it is great" gives nothing), coordination ("cats and dogs are pets"),
+``Implies`` (never produced without a model), negation ("X is not a Y" gives no edge), and names
+of people who are not users of the store (they may become Entity nodes: see ``_deid``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’&-]*")
 _DETERMINERS = frozenset({
     "a", "an", "the", "my", "our", "your", "his", "her", "their", "this", "that", "these", "those", "some", "its"})
 _COPULA = frozenset({"is", "was", "are", "were"})
+# Nouns that name the medium or a filler, not a thing talked about ("a photo of a lake", "take a look").
+_GENERIC = frozenset({
+    "photo", "picture", "pic", "image", "thing", "stuff", "lot", "bit", "look", "way", "time"})
 _LY_NOUNS = frozenset({
     "family", "supply", "rally", "ally", "reply", "fly", "belly", "jelly", "holly", "lily", "assembly",
     "butterfly", "monopoly", "anomaly", "bully", "dragonfly", "firefly", "july", "italy"})
@@ -82,10 +88,12 @@ class KnowledgeUnit(BaseModel):
 class RuleUnitExtractor:
     """LLM-free co-occurrence units (see the module docstring)."""
 
-    def __init__(self, deid: Deidentifier, *, max_nodes: int = 5, max_pairs: int = 6) -> None:
+    def __init__(self, deid: Deidentifier, *, max_nodes: int = 5, max_pairs: int = 6,
+                 single_word_concepts: bool = False) -> None:
         self._deid = deid
         self.max_nodes = max_nodes
         self.max_pairs = max_pairs
+        self.single_word_concepts = single_word_concepts
 
     def extract(self, text: str) -> tuple[list[UnitNode], list[UnitEdge]]:
         """Nodes and edges of one memory text."""
@@ -117,6 +125,8 @@ class RuleUnitExtractor:
         for tier in ("pattern", "entity", "phrase"):
             for s in sentences:
                 for node in s.nodes[tier]:
+                    if tier == "phrase" and not self.single_word_concepts and _single_common_noun(node):
+                        continue
                     if len(ranked) < self.max_nodes and usable_node_text(node.text, self._deid):
                         ranked.setdefault(normalise(node.text), node)
         keep = {normalise(n.text): n.text for n in ranked.values()}
@@ -141,10 +151,14 @@ class RuleUnitExtractor:
         return list(ranked.values()), edges
 
 
+def _single_common_noun(node: UnitNode) -> bool:
+    return node.type == "Concept" and " " not in node.text.strip()
+
+
 def usable_node_text(text: str, deid: Deidentifier) -> bool:
     """A node text with a content word, no placeholder, and unchanged by de-identification."""
     words = [w.lower() for w in _WORD.findall(text)]
-    if not words or any(w in PLACEHOLDER_WORDS for w in words):
+    if not words or any(w in PLACEHOLDER_WORDS for w in words) or normalise(text) in _GENERIC:
         return False
     if not any(extract_keywords(w, 1) for w in words):
         return False
@@ -207,7 +221,9 @@ def _adverb(word: str) -> bool:
     return word.endswith("ly") and word.islower() and word not in _LY_NOUNS
 
 
-def _phrase_word(word: str) -> bool:
+def _phrase_word(word: str, *, participle: bool = False) -> bool:
+    if not participle and len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
+        return False  # "the kids loved": a past-tense verb ends the phrase
     return bool(extract_keywords(word, 1)) and word not in _NEGATION
 
 
@@ -232,7 +248,7 @@ def _pattern_edge(subject: str, verb: str, words: list[str], lower: list[str], i
     while j + 1 < len(words) and lower[j] in _LOOSE_MODIFIERS and _phrase_word(lower[j + 1]):
         j += 1
     k = j
-    while k < len(words) and k - j < MAX_PHRASE_WORDS and _phrase_word(lower[k]):
+    while k < len(words) and k - j < MAX_PHRASE_WORDS and _phrase_word(lower[k], participle=k == j):
         k += 1
     if k == j:
         return None
