@@ -151,3 +151,10 @@ def test_one_word_common_nouns_only_in_patterns_unless_asked(rules: RuleUnitExtr
     assert [n.text for n in nodes] == ["pottery class"]
     loose = RuleUnitExtractor(Deidentifier(NAMES, USER_IDS), single_word_concepts=True)
     assert [n.text for n in loose.extract("The kids loved the pottery class.")[0]] == ["kids", "pottery class"]
+
+
+def test_sentence_opening_capital_is_no_name_outside_patterns(rules: RuleUnitExtractor) -> None:
+    assert rules.extract("Appreciate it. Since then the pottery class is fun")[0] == [
+        UnitNode(text="pottery class", type="Concept"), UnitNode(text="fun", type="Concept")]
+    nodes, _ = rules.extract("We drove to Lisbon. Lisbon is a port city.")
+    assert [n.text for n in nodes] == ["Lisbon", "port city"]

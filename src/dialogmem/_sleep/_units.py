@@ -17,10 +17,13 @@ then noun phrases), no node from a filler line, none made only of placeholders (
 time words or generic nouns ("photo", "thing"); a one-word common noun ("kids", "life") is a node
 only as part of an ``IsA`` / ``HasProperty`` pattern, unless ``single_word_concepts`` is set — alone
 it is too general to be knowledge, and on LoCoMo it was most of the nodes. A past-tense word ends a
-noun phrase ("the kids loved ..."). It misses: noun phrases without a determiner ("I love
-pottery"), pronoun subjects ("it is great" gives nothing), coordination ("cats and dogs are pets"),
-``Implies`` (never produced without a model), negation ("X is not a Y" gives no edge), and names
-of people who are not users of the store (they may become Entity nodes: see ``_deid``).
+noun phrase ("the kids loved ..."); a one-word name that opens a sentence is not taken (its capital
+may be the sentence's), except as the subject of a pattern ("Paris is a capital city").
+
+It misses: noun phrases without a determiner ("I love pottery"), pronoun subjects ("it is great"
+gives nothing), coordination ("cats and dogs are pets"), ``Implies`` (never produced without a
+model), negation ("X is not a Y" gives no edge), and names of people who are not users of the store
+(they may become Entity nodes: see ``_deid``).
 """
 
 from __future__ import annotations
@@ -182,8 +185,10 @@ def _parse_sentence(sentence: str) -> _Sentence:
     phrases = _phrases(words, lower)
     out.nodes["phrase"] = [UnitNode(text=p, type="Entity" if p[:1].isupper() else "Concept") for _, _, p in phrases]
     inside = " ".join(f" {p.lower()} " for _, _, p in phrases)
+    opening = words[0] if words else ""
     out.nodes["entity"] = [UnitNode(text=e, type="Entity") for e in entities
-                           if f" {e.lower()} " not in inside]  # "LGBTQ" inside "LGBTQ support group"
+                           if f" {e.lower()} " not in inside  # "LGBTQ" inside "LGBTQ support group"
+                           and e != opening]  # "Appreciate it", "Since then": capitalised by position
     for i, verb in enumerate(lower):
         if verb not in _COPULA and verb not in _HAVE:
             continue
