@@ -179,3 +179,18 @@ def test_thresholds_are_used() -> None:
     delta = consolidate([unit("m1", "golden retriever dog")], view(old),
                         similar=lambda _t: [(old.id, 0.93)], now=T1, thresholds=strict)
     assert [n.text for n in delta.insert_nodes] == ["golden retriever dog"] and delta.merged == 0
+
+
+def test_batch_selection_new_reactivated_and_evicted() -> None:
+    from dialogmem._sleep._consolidate import select_for_consolidation
+    from dialogmem._types import MemoryRecord
+
+    def r(rid: str, updated: float, *, access: int = 0, last: float | None = None) -> MemoryRecord:
+        return MemoryRecord(id=rid, user_id="u", memory=rid, time_stamp="2023-01-01T00:00:00",
+                            float_time_stamp=updated, weekday="Sun", created_at=updated, updated_at=updated,
+                            access_count=access, last_accessed=last)
+
+    rows = [r("new", 150), r("old", 50), r("hot", 40, access=3, last=160), r("warm", 45, access=2, last=170),
+            r("stale-hot", 30, access=9, last=90), r("gone", 20)]
+    chosen = select_for_consolidation(rows, since=100.0, evicted_ids=["gone"])
+    assert [c.id for c in chosen] == ["gone", "hot", "new"]

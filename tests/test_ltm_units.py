@@ -154,7 +154,7 @@ def test_one_word_common_nouns_only_in_patterns_unless_asked(rules: RuleUnitExtr
 
 
 def test_sentence_opening_capital_is_no_name_outside_patterns(rules: RuleUnitExtractor) -> None:
-    assert rules.extract("Appreciate it. Since then the pottery class is fun")[0] == [
+    assert rules.extract("Appreciate it. Since then the pottery class is fun. Let's go")[0] == [
         UnitNode(text="pottery class", type="Concept"), UnitNode(text="fun", type="Concept")]
     nodes, _ = rules.extract("We drove to Lisbon. Lisbon is a port city.")
     assert [n.text for n in nodes] == ["Lisbon", "port city"]

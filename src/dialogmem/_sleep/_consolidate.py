@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._types import MemoryRecord
 from ._graph import (
     EvidenceLink,
     GraphDelta,
@@ -220,3 +221,15 @@ def forget_subject(subject_key: str, links: Iterable[EvidenceLink], graph: Graph
 def node_type_of(text: str) -> NodeType:
     """Capitalised text names a thing (Entity); lower-case text a class or property (Concept)."""
     return "Entity" if text[:1].isupper() else "Concept"
+
+
+def select_for_consolidation(records: Iterable[MemoryRecord], *, since: float, evicted_ids: Iterable[str] = (),
+                             min_access: int = 3) -> list[MemoryRecord]:
+    """The incremental batch of one cycle (seed 000 Algorithm 3, line 4), oldest first: items written
+    or changed after ``since`` (the previous cycle's wall-clock time), items retrieved at least
+    ``min_access`` times with a retrieval after ``since`` (reactivated), and evicted items."""
+    evicted = set(evicted_ids)
+    chosen = [r for r in records
+              if r.updated_at > since or r.id in evicted
+              or (r.access_count >= min_access and r.last_accessed is not None and r.last_accessed > since)]
+    return sorted(chosen, key=lambda r: (r.float_time_stamp, r.id))

@@ -185,7 +185,7 @@ def _parse_sentence(sentence: str) -> _Sentence:
     phrases = _phrases(words, lower)
     out.nodes["phrase"] = [UnitNode(text=p, type="Entity" if p[:1].isupper() else "Concept") for _, _, p in phrases]
     inside = " ".join(f" {p.lower()} " for _, _, p in phrases)
-    opening = words[0] if words else ""
+    opening = re.sub(r"['’]s$", "", words[0]) if words else ""  # "Let's" opens as "Let"
     out.nodes["entity"] = [UnitNode(text=e, type="Entity") for e in entities
                            if f" {e.lower()} " not in inside  # "LGBTQ" inside "LGBTQ support group"
                            and e != opening]  # "Appreciate it", "Since then": capitalised by position
