@@ -13,7 +13,8 @@ LLM-free rule (``decide_synthesis``), for a candidate to join the group:
   session, ``None``, matches nothing unless ``cross_session``);
 - cosine(new, candidate) ≥ ``min_cosine``;
 - and either **near-duplicate** content words (Jaccard ≥ ``min_overlap``) or a **shared entity**
-  (case-insensitive, ``ignore_entities`` — the session's speakers, named in every line — left out);
+  (case-insensitive; ``ignore_entities`` — the session's speakers, named in every line — and their
+  short forms, "Mel" for "Melanie", left out);
 - at most ``max_group - 1`` candidates, best cosine first, and the merged text at most ``max_words``.
 
 The merged text (``merge_text``) loses no content word: the inputs' lines are taken oldest first; a
@@ -114,7 +115,7 @@ def decide_synthesis(new: Fragment, candidates: Sequence[Fragment], *, min_cosin
 def _qualifying(new: Fragment, candidates: Sequence[Fragment], min_cosine: float, min_overlap: float,
                 cross_session: bool, ignore: set[str]) -> list[tuple[Fragment, float, Reason]]:
     words = _info_words(new.text)
-    entities = {e.lower() for e in new.entities} - ignore
+    entities = _entity_keys(new.entities, ignore)
     out: list[tuple[Fragment, float, Reason]] = []
     for c in candidates:
         if c.id == new.id or not in_scope(new, c, cross_session=cross_session):
@@ -124,9 +125,15 @@ def _qualifying(new: Fragment, candidates: Sequence[Fragment], min_cosine: float
             continue
         if _jaccard(words, _info_words(c.text)) >= min_overlap:
             out.append((c, score, "near_duplicate"))
-        elif entities & ({e.lower() for e in c.entities} - ignore):
+        elif entities & _entity_keys(c.entities, ignore):
             out.append((c, score, "shared_entity"))
     return out
+
+
+def _entity_keys(entities: Collection[str], ignore: set[str]) -> set[str]:
+    """Lower-cased entities, without the ignored names and their short forms ("Mel")."""
+    keys = {e.lower() for e in entities}
+    return {k for k in keys if not any(k == i or (len(k) >= 3 and i.startswith(k)) for i in ignore)}
 
 
 def in_scope(a: Fragment, b: Fragment, *, cross_session: bool = False) -> bool:
