@@ -16,8 +16,8 @@ import pytest
 from dialogmem._errors import LLMTimeoutError
 from dialogmem._models import LocalEmbedder, ScriptedLLM
 from dialogmem._prompts.synthesize import SYNTHESIZE_SYSTEM
+from dialogmem._text import content_tokens
 from dialogmem._types import MemoryRecord
-from dialogmem._write._extract import content_tokens
 from dialogmem._write._synthesize import (
     Fragment,
     RuleConfig,

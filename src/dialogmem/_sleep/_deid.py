@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .._write._extract import content_tokens
+from .._text import FILLER, content_tokens
 
 PERSON = "a person"
 SOMEONE = "someone"
@@ -97,7 +97,7 @@ class Deidentifier:
         text = _drop_addresses(text)
         text = self._replace_identities(text)
         text = " ".join(text.split())
-        if not [w for w in content_tokens(text) if w not in PLACEHOLDER_WORDS]:
+        if not [w for w in content_tokens(text) if w not in PLACEHOLDER_WORDS and w not in FILLER]:
             return None
         return text
 

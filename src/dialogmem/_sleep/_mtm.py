@@ -47,8 +47,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._text import content_tokens
 from .._types import Event, HistoryEntry, MemoryRecord
-from .._write._extract import content_tokens
 
 _SECONDS_PER_DAY = 86_400.0
 _CHUNK = 1024  # rows of the similarity matrix computed at once (bounded memory for big stores)

@@ -35,8 +35,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._text import entities, is_filler, memory_keywords
 from .._types import MemoryRecord
-from .._write._extract import extract_entities, extract_keywords, is_filler
 from ._deid import PLACEHOLDER_WORDS, Deidentifier
 from ._graph import EdgeType, NodeType, normalise
 
@@ -163,7 +163,7 @@ def usable_node_text(text: str, deid: Deidentifier) -> bool:
     words = [w.lower() for w in _WORD.findall(text)]
     if not words or any(w in PLACEHOLDER_WORDS for w in words) or normalise(text) in _GENERIC:
         return False
-    if not any(extract_keywords(w, 1) for w in words):
+    if not any(memory_keywords(w, 1) for w in words):
         return False
     return deid(text) == text
 
@@ -180,13 +180,13 @@ def _parse_sentence(sentence: str) -> _Sentence:
     out = _Sentence()
     words = _WORD.findall(sentence)
     lower = [w.lower().replace("’", "'") for w in words]
-    entities = extract_entities(sentence)
-    entity_words = {w.lower() for e in entities for w in e.split()}
+    found = entities(sentence)
+    entity_words = {w.lower() for e in found for w in e.split()}
     phrases = _phrases(words, lower)
     out.nodes["phrase"] = [UnitNode(text=p, type="Entity" if p[:1].isupper() else "Concept") for _, _, p in phrases]
     inside = " ".join(f" {p.lower()} " for _, _, p in phrases)
     opening = re.sub(r"['’]s$", "", words[0]) if words else ""  # "Let's" opens as "Let"
-    out.nodes["entity"] = [UnitNode(text=e, type="Entity") for e in entities
+    out.nodes["entity"] = [UnitNode(text=e, type="Entity") for e in found
                            if f" {e.lower()} " not in inside  # "LGBTQ" inside "LGBTQ support group"
                            and e != opening]  # "Appreciate it", "Since then": capitalised by position
     for i, verb in enumerate(lower):
@@ -229,7 +229,7 @@ def _adverb(word: str) -> bool:
 def _phrase_word(word: str, *, participle: bool = False) -> bool:
     if not participle and len(word) > 4 and word.endswith("ed") and not word.endswith("eed"):
         return False  # "the kids loved": a past-tense verb ends the phrase
-    return bool(extract_keywords(word, 1)) and word not in _NEGATION
+    return bool(memory_keywords(word, 1)) and word not in _NEGATION
 
 
 def _subject_before(words: list[str], lower: list[str], i: int, phrases: list[tuple[int, int, str]],

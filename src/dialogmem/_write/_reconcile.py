@@ -31,8 +31,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._text import content_tokens
 from .._types import Event, HistoryEntry, MemoryRecord, ScoredRecord
-from ._extract import content_tokens
 
 Action = Literal["add", "merge", "rewrite", "supersede", "keep_both"]
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|\w{1,12}n[’']t)\b",

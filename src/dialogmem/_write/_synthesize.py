@@ -36,8 +36,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from .._text import content_tokens
 from .._types import MemoryRecord
-from ._extract import content_tokens
 
 SAME_LINE = 0.5  # share of a kept line's information words that a repeat must have
 MAX_MERGED_WORDS = 150  # MiniLM reads ~256 word pieces; a longer memory is embedded truncated

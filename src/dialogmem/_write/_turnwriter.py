@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field
 from .._errors import LLMError
 from .._models._llm_base import LLMClient
 from .._prompts.turnwrite import render_turnwrite_messages
-from ._extract import CONTEXT_WORDS, BufferedTurn, is_filler
+from .._text import is_filler
+from ._extract import CONTEXT_WORDS, BufferedTurn
 from ._timenorm import absolutize
 
 logger = logging.getLogger(__name__)

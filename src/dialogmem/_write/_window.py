@@ -27,7 +27,8 @@ from typing import Generic, Literal, TypeVar
 
 from .._models._llm_base import ChatMessage
 from .._prompts.extract import render_window_extraction_messages
-from ._extract import BufferedTurn, content_tokens, render_line
+from .._text import content_tokens
+from ._extract import BufferedTurn, render_line
 
 T = TypeVar("T")
 
