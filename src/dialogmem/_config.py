@@ -15,7 +15,7 @@ from typing import Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._errors import ConfigError
+from ._errors import ConfigError, first_problem
 from ._settings import ReadSettings, SleepSettings, WriteSettings
 
 ENV_PREFIX = "DIALOGMEM_"
@@ -100,9 +100,8 @@ def validated(data: dict[str, Any]) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "config"
-        raise ConfigError(f"invalid config at {where}: {first['msg']}") from exc
+        where, what = first_problem(exc)
+        raise ConfigError(f"invalid config at {where or 'config'}: {what}") from exc
 
 
 def _default_file() -> Path | None:

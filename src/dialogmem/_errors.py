@@ -19,6 +19,11 @@ with the original kept as ``__cause__``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class DialogmemError(Exception):
     """Root of every error dialogmem raises."""
@@ -66,3 +71,9 @@ class LLMOutputError(LLMError):
         super().__init__(message)
         self.raw = raw
         self.stage = stage
+
+
+def first_problem(exc: ValidationError) -> tuple[str, str]:
+    """Where (a dotted path, ``""`` at the top level) and what: the first problem pydantic reports."""
+    err = exc.errors()[0]
+    return ".".join(map(str, err["loc"])), err["msg"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._errors import InputError
+from ._errors import InputError, first_problem
 from ._timeparse import parse_timestamp, to_fields
 from ._types import Message, Turn
 
@@ -159,6 +159,5 @@ def to_message(i: int, raw: Any) -> Message:
     try:
         return Message.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "message"
-        raise InputError(f"message {i}: {where}: {err['msg']}") from exc
+        where, what = first_problem(exc)
+        raise InputError(f"message {i}: {where or 'message'}: {what}") from exc

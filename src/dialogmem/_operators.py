@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ._changes import ChangeSet, MemoryWrite
 from ._config import Config
-from ._errors import InputError
+from ._errors import InputError, first_problem
 from ._input import check_bounded_text, check_id, check_metadata
 from ._journal import TurnStatus
 from ._lifecycle import StoreLock
@@ -123,8 +123,8 @@ def _importable(item: MemoryRecord | dict[str, Any], max_metadata_bytes: int) ->
         try:
             item = MemoryRecord.model_validate({"created_at": now, "updated_at": now, **item})
         except ValidationError as exc:
-            err = exc.errors()[0]
-            raise InputError(f"not a memory record: {'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
+            where, what = first_problem(exc)
+            raise InputError(f"not a memory record: {where}: {what}") from exc
     check_id("user_id", item.user_id)
     if point_id(item.id) is None:
         raise InputError(f"memory id {item.id!r} must be a UUID string")

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._errors import InputError
+from ._errors import InputError, first_problem
 from ._store._base import IndexFilter
 from ._text import entities, memory_keywords
 from ._timeparse import parse_timestamp, to_fields
@@ -59,8 +59,8 @@ def coerce_filter(filters: IndexFilter | dict[str, Any] | None) -> IndexFilter |
     try:
         return IndexFilter.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise InputError(f"filters.{'.'.join(map(str, err['loc']))}: {err['msg']}") from exc
+        where, what = first_problem(exc)
+        raise InputError(f"filters.{where}: {what}") from exc
 
 
 def matches(record: MemoryRecord, flt: IndexFilter | None) -> bool:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .._config import Config
-from .._errors import DialogmemError, InputError
+from .._errors import DialogmemError, InputError, first_problem
 from ._runner import SYSTEMS, BenchSpec, run_benchmark
 from ._runner import Progress as RunProgress
 
@@ -84,9 +84,8 @@ def _run(dataset: str, **kw: Any) -> None:
         typer.echo(f"Error: {exc}", err=True)
         raise typer.Exit(1) from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        typer.echo(f"Error: invalid {where}: {first['msg']}", err=True)
+        where, what = first_problem(exc)
+        typer.echo(f"Error: invalid {where}: {what}", err=True)
         raise typer.Exit(1) from exc
     except KeyboardInterrupt as exc:
         typer.echo("Interrupted: run the same command again to continue where it stopped.", err=True)
