@@ -8,13 +8,15 @@ threads (they call the blocking ``Memory``), so a slow call never stalls the ser
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from starlette.types import ASGIApp
 
-from .._errors import InputError
+from .._errors import DialogmemError, InputError
 from .._memory import Memory
 from .._settings import ServerSettings
 from ._auth import FORBIDDEN, INVALID, KeyAuth, key_from_headers
@@ -51,6 +53,15 @@ def user_from_key(memory: Memory, default_user: str | None) -> Resolve:
     return resolve
 
 
+@contextmanager
+def _reported() -> Iterator[None]:
+    """A library error reaches the agent as the tool's error text (anything else stays a crash)."""
+    try:
+        yield
+    except DialogmemError as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+
 def build_mcp(memory: Memory, resolve: Resolve) -> MCPServer:
     server: MCPServer = MCPServer("dialogmem", instructions=INSTRUCTIONS)
 
@@ -59,39 +70,45 @@ def build_mcp(memory: Memory, resolve: Resolve) -> MCPServer:
                    session_id: str | None = None, timestamp: str | None = None,
                    flush: bool = True) -> dict[str, Any]:
         """Remember one message (what the user or the assistant said). ``timestamp``: ISO date-time."""
-        message = {"content": content, "role": role, **({"name": speaker} if speaker else {})}
-        result = memory.add([message], resolve(ctx), session_id=session_id, timestamp=timestamp, flush=flush)
-        return result.model_dump(mode="json")
+        with _reported():
+            message = {"content": content, "role": role, **({"name": speaker} if speaker else {})}
+            result = memory.add([message], resolve(ctx), session_id=session_id, timestamp=timestamp, flush=flush)
+            return result.model_dump(mode="json")
 
     @server.tool()
     def search_memory(query: str, ctx: Context, limit: int = 10) -> dict[str, Any]:
         """Memories relevant to ``query``, each with its time and the turns it came from."""
-        result = memory.search(query, resolve(ctx), limit=limit)
-        return {"query": query, "hits": [h.model_dump(mode="json") for h in result.hits],
-                "context": result.context()}
+        with _reported():
+            result = memory.search(query, resolve(ctx), limit=limit)
+            return {"query": query, "hits": [h.model_dump(mode="json") for h in result.hits],
+                    "context": result.context()}
 
     @server.tool()
     def answer(question: str, ctx: Context, limit: int | None = None) -> dict[str, Any]:
         """An answer from the memories, citing the memory ids it rests on (needs the server's LLM)."""
-        return memory.answer(question, resolve(ctx), limit=limit).model_dump(mode="json")
+        with _reported():
+            return memory.answer(question, resolve(ctx), limit=limit).model_dump(mode="json")
 
     @server.tool()
     def list_memories(ctx: Context, limit: int = 50, offset: str | None = None) -> dict[str, Any]:
         """A page of memories ordered by id; pass ``next_offset`` back as ``offset`` for the next page."""
-        records = memory.get_all(resolve(ctx), limit=limit, offset=offset or None)
-        return {"memories": [r.model_dump(mode="json") for r in records],
-                "next_offset": records[-1].id if len(records) == limit else None}
+        with _reported():
+            records = memory.get_all(resolve(ctx), limit=limit, offset=offset or None)
+            return {"memories": [r.model_dump(mode="json") for r in records],
+                    "next_offset": records[-1].id if len(records) == limit else None}
 
     @server.tool()
     def get_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
         """One memory with all its fields."""
-        return memory.get(memory_id, resolve(ctx)).model_dump(mode="json")
+        with _reported():
+            return memory.get(memory_id, resolve(ctx)).model_dump(mode="json")
 
     @server.tool()
     def delete_memory(memory_id: str, ctx: Context) -> dict[str, Any]:
         """Remove one memory from search (its history stays)."""
-        memory.delete(memory_id, resolve(ctx), actor="mcp")
-        return {"id": memory_id, "deleted": True}
+        with _reported():
+            memory.delete(memory_id, resolve(ctx), actor="mcp")
+            return {"id": memory_id, "deleted": True}
 
     return server
 
