@@ -71,14 +71,18 @@ def test_stdio_server(tmp_path: Path) -> None:
     anyio.run(main)
 
 
-@pytest.fixture
-def mcp_http(tmp_path: Path) -> Any:
+@pytest.fixture(params=["dialogmem mcp --http", "dialogmem serve"])
+def mcp_http(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """MCP alone, or at /mcp beside the REST routes of ``dialogmem serve``."""
+    from dialogmem._server import create_app
     from dialogmem._server._mcp import mcp_http_app
 
     keys = make_keys(tmp_path / "store", ["alice", "bob"])
-    with Memory(data_dir=tmp_path / "store", **RULES_ONLY) as mem, \
-            serve(mcp_http_app(mem, mem.config.server, default_user=None, host="127.0.0.1")) as url:
-        yield url, keys
+    with Memory(data_dir=tmp_path / "store", **RULES_ONLY) as mem:
+        app = (mcp_http_app(mem, mem.config.server, default_user=None, host="127.0.0.1")
+               if request.param == "dialogmem mcp --http" else create_app(mem))
+        with serve(app) as url:
+            yield url, keys
 
 
 def test_streamable_http_behind_keys(mcp_http: Any) -> None:

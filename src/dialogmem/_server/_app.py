@@ -4,13 +4,16 @@ the error mapping around one open ``Memory``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
 from fastapi import FastAPI
+from starlette.applications import Starlette
+from starlette.routing import Route
 
 from .. import __version__
+from .._apikeys import ApiKey
 from .._memory import Memory
 from .._settings import ServerSettings
 from ._auth import KeyAuth
@@ -24,18 +27,27 @@ from ._routes_read import router as read_router
 log = logging.getLogger(__name__)
 
 
-def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: bool = True) -> FastAPI:
+def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: bool = True,
+               mcp: bool = True, host: str = "127.0.0.1") -> FastAPI:
     """The app over an open store. ``auth=False`` lets every request act as an admin (``--no-auth``).
+    ``mcp``: also serve the MCP tools (streamable HTTP) at ``/mcp`` behind the same keys; ``host``
+    is the listen address (a loopback one turns on the MCP transport's DNS-rebinding check).
 
     The caller owns ``memory`` (opens and closes it); the app waits for its sleep jobs at shutdown.
     """
     settings = settings or memory.config.server
+    verify = memory.verify_key if auth else None
+    mcp_app = _mcp_app(memory, settings, verify, host) if mcp else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.threads
         try:
-            yield
+            if mcp_app is None:
+                yield
+            else:
+                async with mcp_app.router.lifespan_context(mcp_app):  # the MCP session manager
+                    yield
         finally:
             await anyio.to_thread.run_sync(app.state.sleep_jobs.close)
 
@@ -54,8 +66,16 @@ def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: 
 
     app.include_router(memories_router)
     app.include_router(read_router)
-    verify = memory.verify_key if auth else None
+    if mcp_app is not None:
+        app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
     # the outermost middleware runs first: the key is checked before the body is read
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(KeyAuth, verify=verify)
+    app.add_middleware(KeyAuth, verify=verify, protected=("/v1", "/mcp"))
     return app
+
+
+def _mcp_app(memory: Memory, settings: ServerSettings, verify: Callable[[str], ApiKey | None] | None,
+             host: str) -> Starlette:
+    from ._mcp import mcp_starlette  # the mcp package only when MCP is served
+
+    return mcp_starlette(memory, settings, verify=verify, default_user=settings.mcp_user, host=host)

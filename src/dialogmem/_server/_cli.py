@@ -107,7 +107,7 @@ def serve(host: HostOpt = None, port: Annotated[int | None, typer.Option("--port
           config: ConfigOpt = None, data_dir: DataOpt = None,
           no_auth: Annotated[bool, typer.Option("--no-auth", help="NO keys: anyone on this machine is admin; "
                                                 "loopback only")] = False) -> None:
-    """Serve the REST API (OpenAPI at /docs and /openapi.json)."""
+    """Serve the REST API (OpenAPI at /docs and /openapi.json) and the MCP tools at /mcp."""
     cfg = _config(config, data_dir)
     host = _host(host, cfg, no_auth)
     if not no_auth:
@@ -122,8 +122,8 @@ def serve(host: HostOpt = None, port: Annotated[int | None, typer.Option("--port
 
     try:
         with Memory(cfg) as memory:
-            uvicorn.run(create_app(memory, cfg.server, auth=not no_auth), host=host, port=port or cfg.server.port,
-                        log_level="info")
+            app = create_app(memory, cfg.server, auth=not no_auth, host=host)
+            uvicorn.run(app, host=host, port=port or cfg.server.port, log_level="info")
     except DialogmemError as exc:
         raise _fail(str(exc)) from None
 

@@ -2,7 +2,8 @@
 
 The user is never a tool argument: over stdio it is fixed by the server's configuration
 (``server.mcp_user`` or ``dialogmem mcp --user``); over HTTP a user key names it, and an admin key
-acts for the server's configured user (and is refused when none is configured). Tools run in worker
+acts for the server's configured user (and is refused when none is configured). ``dialogmem serve``
+serves the same tools at ``/mcp`` beside the REST routes (one process holds a store). Tools run in worker
 threads (they call the blocking ``Memory``), so a slow call never stalls the server.
 """
 
@@ -14,12 +15,14 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
+from .._apikeys import ApiKey
 from .._errors import DialogmemError, InputError
 from .._memory import Memory
 from .._settings import ServerSettings
-from ._auth import FORBIDDEN, INVALID, KeyAuth, key_from_headers
+from ._auth import FORBIDDEN, INVALID, NO_AUTH, KeyAuth, key_from_headers
 from ._limits import BodyLimit
 
 INSTRUCTIONS = ("Long-term memory of past conversations with this user. Call search_memory before "
@@ -37,18 +40,21 @@ def fixed_user(user_id: str | None) -> Resolve:
     return resolve
 
 
-def user_from_key(memory: Memory, default_user: str | None) -> Resolve:
-    """The HTTP rule: a user key's own user; an admin key acts for ``default_user``."""
+def user_from_key(verify: Callable[[str], ApiKey | None] | None, default_user: str | None) -> Resolve:
+    """The HTTP rule: a user key's own user; an admin key (or a ``--no-auth`` server, ``verify``
+    None) acts for ``default_user``."""
     def resolve(ctx: Context) -> str:
-        headers = ctx.headers or {}
-        text = key_from_headers((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())
-        key = memory.verify_key(text) if text else None
+        key: ApiKey | None = NO_AUTH
+        if verify is not None:
+            headers = ctx.headers or {}
+            text = key_from_headers((k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())
+            key = verify(text) if text else None
         if key is None:
             raise InputError(INVALID)
         if key.user_id is not None:
             return key.user_id
         if default_user is None:
-            raise InputError(f"{FORBIDDEN}: an admin key needs the server started with --user")
+            raise InputError(f"{FORBIDDEN}: an admin key needs a configured user (server.mcp_user, or --user)")
         return default_user
     return resolve
 
@@ -113,10 +119,17 @@ def build_mcp(memory: Memory, resolve: Resolve) -> MCPServer:
     return server
 
 
+def mcp_starlette(memory: Memory, settings: ServerSettings, *, verify: Callable[[str], ApiKey | None] | None,
+                  default_user: str | None, host: str) -> Starlette:
+    """The MCP tools as a Starlette app serving streamable HTTP at ``/mcp`` (keys not checked here:
+    put it behind :class:`KeyAuth`). Its lifespan runs the MCP session manager."""
+    server = build_mcp(memory, user_from_key(verify, default_user))
+    return server.streamable_http_app(streamable_http_path="/mcp", json_response=True, stateless_http=True,
+                                      max_request_body_size=settings.max_body_bytes, host=host)
+
+
 def mcp_http_app(memory: Memory, settings: ServerSettings, *, default_user: str | None, host: str) -> ASGIApp:
-    """Streamable HTTP at ``/mcp`` behind the same API keys as the REST server."""
-    server = build_mcp(memory, user_from_key(memory, default_user))
-    inner = server.streamable_http_app(streamable_http_path="/mcp", json_response=True, stateless_http=True,
-                                       max_request_body_size=settings.max_body_bytes, host=host)
+    """``dialogmem mcp --http``: MCP only, at ``/mcp``, behind the same API keys as the REST server."""
+    inner = mcp_starlette(memory, settings, verify=memory.verify_key, default_user=default_user, host=host)
     return KeyAuth(BodyLimit(inner, max_bytes=settings.max_body_bytes), verify=memory.verify_key,
                    protected=("/mcp",))
