@@ -2,14 +2,15 @@
 process (a second process) with ``--clients`` threads, each its own user and API key, each sending
 a mix of adds (one message) and searches for ``--seconds``. Reports requests/s, p50/p95/p99 per
 operation and errors; then stops the server and checks, in the journal, that every turn the
-server acknowledged is present.
+server acknowledged is present; last, the same verbs called serially in-process on the same store
+(``--baseline`` calls each), the cost of one request alone on the same machine in the same run.
 
 The store is LLM-free (rule extraction: each added turn becomes a memory at once; rule planning).
 
 Usage::
 
     python benchmarks/bench_server.py [--seconds 120] [--clients 8] [--add-ratio 0.5]
-        [--data-dir DIR] [--json out.json]
+        [--data-dir DIR] [--json out.json] [--baseline 40]
 """
 
 from __future__ import annotations
@@ -122,6 +123,25 @@ def verify(data_dir: Path, clients: list[Client]) -> dict[str, Any]:
             "memories": memories}
 
 
+def in_process_baseline(data_dir: Path, n: int) -> dict[str, Any]:
+    """The same verbs called serially in this process on the same store (no HTTP, no concurrency):
+    what one request costs by itself on this machine, measured in the same run."""
+    from dialogmem import Memory
+
+    rng = random.Random(99)
+    lat: dict[str, list[float]] = {"add": [], "search": []}
+    with Memory(data_dir=data_dir, write={"extractor": "rules"}) as mem:
+        for i in range(n):
+            thing = rng.choice(THINGS)
+            t0 = time.perf_counter()
+            mem.add({"content": f"I {rng.choice(VERBS)} {thing} (baseline {i})", "name": "base"}, "baseline-user")
+            lat["add"].append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            mem.search(f"When did I talk about {thing}?", "load-user-0", limit=10)
+            lat["search"].append((time.perf_counter() - t0) * 1000)
+    return {op: pct(v) for op, v in lat.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=120.0)
@@ -129,6 +149,7 @@ def main() -> None:
     ap.add_argument("--add-ratio", type=float, default=0.5)
     ap.add_argument("--data-dir", type=Path, default=None, help="default: a fresh temporary store")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--baseline", type=int, default=40, help="serial in-process calls per verb afterwards (0: none)")
     args = ap.parse_args()
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="dialogmem-bench-server-")) / "store"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -161,6 +182,8 @@ def main() -> None:
         "errors": len(errors), "error_samples": errors[:5], "server_exit": server.returncode,
         **verify(data_dir, clients), "cpu_count": os.cpu_count(),
     }
+    if args.baseline:
+        report["in_process_serial"] = in_process_baseline(data_dir, args.baseline)
     print(json.dumps(report, indent=2))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
