@@ -103,11 +103,21 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="the key id (see `dia
     typer.echo(f"revoked {row.key_id}")
 
 
+def _server_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import mcp  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise _fail(f"the server needs the server extra: pip install 'dialogmem[server]' ({exc})") from None
+
+
 def serve(host: HostOpt = None, port: Annotated[int | None, typer.Option("--port", help="default: 8420")] = None,
           config: ConfigOpt = None, data_dir: DataOpt = None,
           no_auth: Annotated[bool, typer.Option("--no-auth", help="NO keys: anyone on this machine is admin; "
                                                 "loopback only")] = False) -> None:
     """Serve the REST API (OpenAPI at /docs and /openapi.json) and the MCP tools at /mcp."""
+    _server_extra()
     cfg = _config(config, data_dir)
     host = _host(host, cfg, no_auth)
     if not no_auth:
@@ -144,6 +154,7 @@ def mcp(user: Annotated[str | None, typer.Option("--user", "-u", help="the user 
         host: HostOpt = None, port: Annotated[int | None, typer.Option("--port", help="default: 8421")] = None,
         config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
     """Serve the memory tools over MCP (stdio for a local agent; --http for remote ones)."""
+    _server_extra()
     cfg = _config(config, data_dir)
     user = user or cfg.server.mcp_user
     if not http and not user:
