@@ -70,11 +70,13 @@ def serve(app: Any) -> Iterator[str]:
 @contextmanager
 def rest_server(data_dir: Path, users: list[str], *, llm: ScriptedLLM | None = None,
                 settings: ServerSettings | None = None,
-                auth: bool = True) -> Iterator[tuple[str, dict[str, str], Memory]]:
+                auth: bool = True, **overrides: Any) -> Iterator[tuple[str, dict[str, str], Memory]]:
+    """A store (rules for every role but ``answer``, unless ``overrides`` say otherwise) served over HTTP."""
     from dialogmem._server import create_app
 
     keys = make_keys(data_dir, users)
-    with Memory(data_dir=data_dir, llm_client=llm or answering_llm(), **RULES_ONLY) as mem, \
+    config = {**RULES_ONLY, **overrides}
+    with Memory(data_dir=data_dir, llm_client=llm or answering_llm(), **config) as mem, \
             serve(create_app(mem, settings, auth=auth)) as url:
         yield url, keys, mem
 
