@@ -176,6 +176,10 @@ def test_pagination(env: Env) -> None:
         if offset is None:
             break
     assert len(seen) == len(set(seen)) >= 5 and seen == sorted(seen)
+    # a number as offset skips that many (SQL style): the same pages
+    for skip in range(len(seen) + 2):
+        page = env.client.get("/v1/memories", params={"limit": 2, "offset": str(skip)}, headers=env.as_("bob")).json()
+        assert [m["id"] for m in page["memories"]] == seen[skip:skip + 2]
 
 
 def test_limits(env: Env) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from .._conversation import read_conversation_source
+from .._memory import Memory
 from .._types import AddResult, HistoryEntry, MemoryRecord, SearchHit
 from ._auth import scope_user
 from ._deps import KeyDep, MemoryDep, SettingsDep
@@ -48,12 +49,27 @@ def flush(body: UserRequest, mem: MemoryDep, key: KeyDep) -> list[SearchHit]:
 @router.get("/memories", response_model=MemoryPage)
 def get_all(mem: MemoryDep, key: KeyDep, user_id: UserQuery = None,
             limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-            offset: Annotated[str | None, Query(description="the next_offset of the previous page")] = None,
+            offset: Annotated[str | None, Query(description="the next_offset of the previous page, or a "
+                                                            "number of memories to skip")] = None,
             include_evicted: bool = False) -> MemoryPage:
     """``Memory.get_all``: this user's memories ordered by id, a page at a time."""
-    records = mem.get_all(scope_user(key, user_id), limit=limit, offset=offset or None,
-                          include_evicted=include_evicted)
+    user = scope_user(key, user_id)
+    cursor = _skip(mem, user, int(offset), include_evicted) if offset and offset.isdigit() else offset or None
+    if cursor == "":
+        return MemoryPage(memories=[])
+    records = mem.get_all(user, limit=limit, offset=cursor, include_evicted=include_evicted)
     return MemoryPage(memories=records, next_offset=records[-1].id if len(records) == limit else None)
+
+
+def _skip(mem: Memory, user: str, count: int, include_evicted: bool) -> str | None:
+    """The id cursor after the first ``count`` memories ("" when there are fewer)."""
+    cursor: str | None = None
+    while count > 0:
+        chunk = mem.get_all(user, limit=min(count, 1000), offset=cursor, include_evicted=include_evicted)
+        if len(chunk) < min(count, 1000):
+            return ""
+        cursor, count = chunk[-1].id, count - len(chunk)
+    return cursor
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryRecord)
