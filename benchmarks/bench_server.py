@@ -48,16 +48,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(data_dir: Path, port: int) -> subprocess.Popen[str]:
+def start_server(data_dir: Path, port: int, log: Path) -> subprocess.Popen[str]:
+    """``dialogmem serve`` in a subprocess; its output (an access-log line per request) goes to ``log``."""
     env = {**os.environ, "DIALOGMEM_WRITE__EXTRACTOR": "rules", "DIALOGMEM_READ__PLANNER": "rules",
            "DIALOGMEM_READ__SELECTOR": "rules"}
-    proc = subprocess.Popen([sys.executable, "-c", "from dialogmem.cli import main; main()", "serve",
-                             "--port", str(port), "--data-dir", str(data_dir)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with log.open("w") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-c", "from dialogmem.cli import main; main()", "serve",
+                                 "--port", str(port), "--data-dir", str(data_dir)], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"server exited: {proc.communicate()[0][-2000:]}")
+            raise SystemExit(f"server exited: {log.read_text()[-2000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
                 return proc
@@ -158,7 +160,8 @@ def main() -> None:
         keys = {u: journal.create_key("user", u, label="bench_server")[1] for u in users}
     port = _free_port()
     t_start = time.perf_counter()
-    server = start_server(data_dir, port)
+    log = data_dir.parent / "bench_server.log"
+    server = start_server(data_dir, port, log)
     print(f"server up in {time.perf_counter() - t_start:.1f} s on 127.0.0.1:{port}; "
           f"{args.clients} clients for {args.seconds:.0f} s", file=sys.stderr)
     until = time.monotonic() + args.seconds
@@ -171,7 +174,7 @@ def main() -> None:
         c.join()
     wall = time.perf_counter() - t0
     server.send_signal(signal.SIGINT)
-    out, _ = server.communicate(timeout=120)
+    server.wait(timeout=120)
     adds = [x for c in clients for x in c.lat["add"]]
     searches = [x for c in clients for x in c.lat["search"]]
     errors = [e for c in clients for e in c.errors]
@@ -188,7 +191,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     if report["errors"] or report["missing_turns"] or server.returncode != 0:
-        print(out[-3000:], file=sys.stderr)
+        print(log.read_text()[-3000:], file=sys.stderr)
         raise SystemExit(1)
 
 
