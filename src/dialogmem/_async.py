@@ -14,6 +14,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
+from ._apikeys import ApiKey
 from ._config import Config
 from ._conversation import Conversation
 from ._errors import StoreError
@@ -142,6 +143,9 @@ class AsyncMemory:
 
     async def rebuild_index(self) -> RepairReport:
         return await self._run((await self._ensure()).rebuild_index)
+
+    async def verify_key(self, key: str) -> ApiKey | None:
+        return await self._run((await self._ensure()).verify_key, key)
 
     async def close(self) -> None:
         async with self._opening:

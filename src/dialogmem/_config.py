@@ -16,7 +16,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import ConfigError, first_problem
-from ._settings import ReadSettings, SleepSettings, WriteSettings
+from ._settings import ReadSettings, ServerSettings, SleepSettings, WriteSettings
 
 ENV_PREFIX = "DIALOGMEM_"
 
@@ -67,6 +67,7 @@ class Config(_Section):
     write: WriteSettings = Field(default_factory=WriteSettings)
     read: ReadSettings = Field(default_factory=ReadSettings)
     sleep: SleepSettings = Field(default_factory=SleepSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
     # Open without taking the writer's lock: reads only (a CLI search or a backup beside a running
     # writer). Searches run on a per-user copy of the index built from the journal.
     read_only: bool = False

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ._apikeys import ApiKey
 from ._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from ._config import Config
 from ._conversation import Conversation, read_conversation_source
@@ -344,3 +345,10 @@ class Memory(Operations):
             if user_id is None:
                 out["counts"]["index_failed"] = j.count_index_state(IndexState.FAILED)
             return out
+
+    # -- API keys (the REST and MCP servers) --------------------------------------------------
+    def verify_key(self, key: str) -> ApiKey | None:
+        """The active API key this text proves, or None (malformed, unknown, wrong secret, revoked).
+        Keys are made with ``dialogmem keys create``; only their SHA-256 is stored."""
+        with self._call():
+            return self._parts.journal.verify_key(key)

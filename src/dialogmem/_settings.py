@@ -45,3 +45,21 @@ class SleepSettings(_Section):
     keep_top_n: int = Field(10, ge=1)
     score_threshold: float = Field(0.8, ge=-1.0, le=1.0)
     max_workers: int = Field(4, ge=1, le=64)
+
+
+class ServerSettings(_Section):
+    """``dialogmem serve`` and ``dialogmem mcp``: where they listen and what one request may carry."""
+
+    host: str = "127.0.0.1"  # listen address; 0.0.0.0 to serve other machines (keys are required)
+    port: int = Field(8420, ge=1, le=65535)
+    # a request body over this many bytes gets 413 before it is parsed
+    max_body_bytes: int = Field(4_194_304, ge=1024, le=1_073_741_824)
+    # messages in one POST /v1/memories, and turns in one POST /v1/conversations (422 above)
+    max_batch_messages: int = Field(100, ge=1, le=100_000)
+    max_conversation_turns: int = Field(10_000, ge=1, le=1_000_000)
+    # worker threads for the (blocking) memory verbs; one slow call holds one thread only
+    threads: int = Field(32, ge=2, le=512)
+    # finished sleep jobs remembered for GET /v1/sleep/{job_id} (oldest dropped first)
+    sleep_jobs_kept: int = Field(200, ge=1, le=100_000)
+    # the user a stdio MCP server acts for (``dialogmem mcp --user`` overrides it)
+    mcp_user: str | None = None

@@ -241,6 +241,17 @@ def demo(user: Annotated[str, typer.Option("--user", "-u")] = "demo-user",
     _run(config, data_dir, run)
 
 
+def _mount_server() -> None:
+    from ._server._cli import keys_app, mcp, serve
+
+    app.add_typer(keys_app, name="keys")
+    app.command("serve")(serve)
+    app.command("mcp")(mcp)
+
+
+_mount_server()
+
+
 def _mount_bench() -> None:
     try:
         from .bench import bench_app

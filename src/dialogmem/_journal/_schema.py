@@ -10,6 +10,8 @@ add: opening a store never deletes or rewrites data.
   history rows (so a change can be undone); the store's identity (``store_id``) and the
   generation of its vector index. A store written by v1 keeps its memories in the index only;
   ``import_index`` tells the facade to copy them into the journal once.
+* v3 (``_v3_keys``) — API keys of the server: an id, the SHA-256 of the secret (never the secret),
+  the user it reaches (none for an admin key), a label, when it was created and revoked.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sqlite3
 from collections.abc import Callable
 from enum import IntEnum
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class TurnStatus(IntEnum):
@@ -133,5 +135,21 @@ def _v2(db: sqlite3.Connection) -> None:
         db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('import_index', '1')")
 
 
+def _v3_keys(db: sqlite3.Connection) -> None:
+    run_script(db, """
+        CREATE TABLE api_keys (
+            key_id TEXT PRIMARY KEY,
+            secret_sha256 TEXT NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'admin')),
+            user_id TEXT,
+            label TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL,
+            revoked_at REAL,
+            CHECK ((role = 'admin') = (user_id IS NULL))
+        );
+        CREATE INDEX api_keys_user ON api_keys (user_id)
+    """)
+
+
 #: version -> migration; each runs in one transaction together with its version record
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3_keys}

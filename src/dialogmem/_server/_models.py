@@ -1,0 +1,106 @@
+"""Request and response bodies of the REST API. Responses reuse the library's own result models
+(``AddResult``, ``SearchResult``, ``MemoryRecord``, ``HistoryEntry``, ``Answer``, ``SleepReport``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._sleeptime import SleepReport
+from .._types import MemoryRecord, Message
+
+When = str | float | datetime
+MessageIn = str | Message
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AddRequest(_Body):
+    """``POST /v1/memories``: one message (a string or an object) or a list of them."""
+
+    messages: MessageIn | list[MessageIn]
+    user_id: str | None = None  # implied by a user key
+    session_id: str | None = None
+    timestamp: When | None = None
+    metadata: dict[str, Any] | None = None
+    agent_id: str | None = None
+    flush: bool = False
+
+
+class ConversationRequest(_Body):
+    """``POST /v1/conversations``: a whole conversation (a list of messages, or LoCoMo's format)."""
+
+    conversation: list[dict[str, Any]] | dict[str, Any]
+    user_id: str | None = None
+    flush: bool = True
+
+
+class UserRequest(_Body):
+    user_id: str | None = None
+
+
+class SearchRequest(_Body):
+    query: str
+    user_id: str | None = None
+    limit: int | None = None
+    filters: dict[str, Any] | None = None
+    reference_time: When | None = None
+    recent_context: list[str] | None = None
+
+
+class AnswerRequest(_Body):
+    query: str
+    user_id: str | None = None
+    limit: int | None = None
+    reference_time: When | None = None
+
+
+class UpdateRequest(_Body):
+    text: str
+
+
+class MemoryPage(BaseModel):
+    """One page of ``GET /v1/memories``; pass ``next_offset`` as ``offset`` for the next page."""
+
+    memories: list[MemoryRecord]
+    next_offset: str | None = None
+
+
+class Deleted(BaseModel):
+    id: str
+    deleted: bool = True
+
+
+class Forgotten(BaseModel):
+    user_id: str
+    turns: int
+    memories: int
+
+
+class SleepJob(BaseModel):
+    """A sleep run started by ``POST /v1/sleep``; poll ``GET /v1/sleep/{job_id}``."""
+
+    job_id: str
+    user_id: str | None  # None: every user (an admin's job)
+    status: Literal["queued", "running", "done", "failed"]
+    created_at: float
+    finished_at: float | None = None
+    report: SleepReport | None = None
+    error: str | None = None
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    version: str
+    auth: bool
+
+
+class ErrorBody(BaseModel):
+    """Every error response: the error's kind and a one-line message."""
+
+    error: str
+    detail: str = Field(description="one line, safe to show")

@@ -1,0 +1,85 @@
+"""Helpers of the server tests: a real uvicorn server on a free loopback port, in a thread."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from dialogmem import Memory, ScriptedLLM
+from dialogmem._journal import Journal
+from dialogmem._maintenance import StorePaths
+from dialogmem._settings import ServerSettings
+
+#: LLM-backed roles off, so the scripted fake answers the ``answer`` stage only
+RULES_ONLY: dict[str, Any] = {"write": {"extractor": "rules", "segmenter": "none"}, "sleep": {"updater": "rules"}}
+
+
+def answering_llm(delay_for: Callable[[str], float] = lambda text: 0.0) -> ScriptedLLM:
+    """A scripted fake, not a model: answers every ``answer`` call with memory 1, after
+    ``delay_for(prompt text)`` seconds (to make one user's calls slow)."""
+    def script(stage: str, messages: list[dict[str, Any]]) -> str:
+        if stage != "answer":
+            raise AssertionError(f"unexpected LLM stage {stage}")
+        text = " ".join(str(m.get("content", "")) for m in messages)
+        time.sleep(delay_for(text))
+        return json.dumps({"answer": "scripted answer", "used_ids": [1]})
+    return ScriptedLLM(script)
+
+
+def make_keys(data_dir: Path, users: list[str]) -> dict[str, str]:
+    """An admin key ("admin") and one key per user, written through the journal as the CLI does."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with closing(Journal(StorePaths(data_dir).journal)) as journal:
+        keys = {"admin": journal.create_key("admin")[1]}
+        for user in users:
+            keys[user] = journal.create_key("user", user)[1]
+    return keys
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Run ``app`` with uvicorn on 127.0.0.1:<free port>; yields the base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+@contextmanager
+def rest_server(data_dir: Path, users: list[str], *, llm: ScriptedLLM | None = None,
+                settings: ServerSettings | None = None,
+                auth: bool = True, **overrides: Any) -> Iterator[tuple[str, dict[str, str], Memory]]:
+    """A store (rules for every role but ``answer``, unless ``overrides`` say otherwise) served over HTTP."""
+    from dialogmem._server import create_app
+
+    keys = make_keys(data_dir, users)
+    config = {**RULES_ONLY, **overrides}
+    with Memory(data_dir=data_dir, llm_client=llm or answering_llm(), **config) as mem, \
+            serve(create_app(mem, settings, auth=auth)) as url:
+        yield url, keys, mem
+
+
+def bearer(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
