@@ -8,7 +8,6 @@ import asyncio
 import importlib
 import inspect
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +96,7 @@ def test_a_slow_model_for_one_user_blocks_no_one_else(tmp_path: Path) -> None:
     def script(stage: str, messages: list[dict[str, str]]) -> str:
         if "red bike" in messages[-1]["content"]:  # ann's batch: the model "thinks" until released
             started.set()
-            release.wait(30)
+            release.wait(120)
         return '{"data": []}'
 
     mem = Memory(data_dir=tmp_path / "s", llm_client=ScriptedLLM(script),
@@ -106,12 +105,12 @@ def test_a_slow_model_for_one_user_blocks_no_one_else(tmp_path: Path) -> None:
         slow = threading.Thread(target=lambda: mem.add("Ann rides a red bike to work.", "ann", flush=True))
         slow.start()
         assert started.wait(10)
-        t0 = time.perf_counter()
         mem.add([{"content": "Bob keeps bees.", "id": "b1"}], "bob", flush=True)  # while ann's model runs
-        mem.search("bees", "bob")
+        assert mem.search("bees", "bob").hits
         mem.stats("bob")
-        assert time.perf_counter() - t0 < 5.0
-        assert slow.is_alive()  # ann's extraction is still waiting for the model
+        # bob's calls finished while ann's model call still waits to be released (no timing bound:
+        # were bob blocked behind ann, he would finish only after the 120 s wait, with ann done)
+        assert slow.is_alive() and not release.is_set()
         release.set()
         slow.join(30)
         assert mem.get_all("ann")  # the rules covered ann's turn when the model gave no fact
