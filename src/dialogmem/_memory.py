@@ -78,7 +78,8 @@ class Memory(Operations):
                 self.data_dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreError(f"cannot create the data directory {self.data_dir}: {exc.strerror}") from exc
-            self._store_lock = StoreLock(self.data_dir / ".lock")
+            if not config.stateless:  # a shared journal and index: other processes serve this store too
+                self._store_lock = StoreLock(self.data_dir / ".lock")
         try:
             self._parts: Parts = open_parts(config, self.data_dir, llm_client)
             self._replay_pending()

@@ -77,7 +77,7 @@ class MemoryRows:
             "VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT(id) DO UPDATE SET "
             "status='active', tier=excluded.tier, agent_id=excluded.agent_id, session_id=excluded.session_id, "
             "speaker_name=excluded.speaker_name, float_time_stamp=excluded.float_time_stamp, "
-            "version=excluded.version, payload=excluded.payload, vector=COALESCE(excluded.vector, vector), "
+            "version=excluded.version, payload=excluded.payload, vector=COALESCE(excluded.vector, memories.vector), "
             "index_state=excluded.index_state, index_error=NULL, updated_at=excluded.updated_at",
             (r.id, user_id, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
              _payload(r), blob, int(IndexState.UPSERT), now))
@@ -85,7 +85,8 @@ class MemoryRows:
             memory_id=r.id, event=w.event, old_memory=w.old.memory if w.old is not None else None,
             new_memory=r.memory, timestamp=now, actor=w.actor, previous=w.old))
         if w.sleep_pending:
-            db.execute("INSERT OR IGNORE INTO sleep_pending (user_id, memory_id) VALUES (?, ?)", (user_id, r.id))
+            db.execute("INSERT INTO sleep_pending (user_id, memory_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                       (user_id, r.id))
 
     def _remove(self, db: sqlite3.Connection, user_id: str, rm: MemoryRemoval, now: float) -> None:
         r = rm.record
@@ -186,8 +187,9 @@ def _set_status(db: sqlite3.Connection, user_id: str, ids: Sequence[str], status
 
 
 def _add_access(db: sqlite3.Connection, deltas: Sequence[tuple[str, str, int, float]]) -> None:
-    db.executemany("UPDATE memories SET access_count=access_count+?, last_accessed=MAX(COALESCE(last_accessed, 0), ?) "
-                   "WHERE user_id=? AND id=?", [(n, last, user, mid) for user, mid, n, last in deltas])
+    db.executemany("UPDATE memories SET access_count=access_count+?, last_accessed=CASE WHEN last_accessed IS NULL "
+                   "OR last_accessed<? THEN ? ELSE last_accessed END WHERE user_id=? AND id=?",
+                   [(n, last, last, user, mid) for user, mid, n, last in deltas])
 
 
 def _payload(record: MemoryRecord) -> str:

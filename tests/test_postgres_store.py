@@ -1,0 +1,121 @@
+"""A store on the PostgreSQL journal, through the facade: one node (PostgreSQL + Edge index, still
+under the file lock), and stateless nodes (PostgreSQL + a Qdrant index: no file lock) — several
+worker processes writing the same users at once lose no turn and extract no batch twice.
+
+Everything is real: a PostgreSQL server started for the session, MiniLM, Qdrant (Edge, and
+qdrant-client's in-process engine standing in for a Qdrant server, which cannot be installed here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dialogmem import ConfigError, Memory, StoreError
+from dialogmem._config import Config, JournalConfig
+from dialogmem._journal import TurnStatus, open_journal
+from dialogmem._journal._postgres import PostgresJournal, redact
+
+WORKER = Path(__file__).with_name("pg_worker.py")
+
+
+def _journal(url: str, schema: str) -> dict[str, Any]:
+    return {"url": url, "schema_name": schema}
+
+
+def test_the_facade_on_a_postgres_journal_persists_across_reopen(tmp_path: Path, postgres_url: str,
+                                                                  pg_schema: str) -> None:
+    opts = {"data_dir": tmp_path / "s", "journal": _journal(postgres_url, pg_schema)}
+    with Memory(**opts) as mem:
+        assert isinstance(mem._parts.journal, PostgresJournal)
+        mem.add([{"role": "user", "content": "I moved to Lisbon last spring and I work as a nurse."}], "alice")
+        mem.add([{"role": "user", "content": "My sister Ana plays the cello."}], "bob")
+        hits = mem.search("Where does she live?", "alice").hits
+        assert hits and "Lisbon" in hits[0].memory
+        assert all("cello" not in h.memory for h in mem.search("cello", "alice").hits)  # bob's stays bob's
+        first = mem.get_all("alice")[0]
+        mem.update(first.id, "I moved to Porto last spring.", "alice")
+        assert [h.event.value for h in mem.history(first.id, "alice")] == ["ADD", "UPDATE"]
+        with pytest.raises(StoreError):  # the file lock still guards a store with a local (Edge) index
+            Memory(**opts)
+    assert not (tmp_path / "s" / "journal.sqlite3").exists()
+    with Memory(**opts) as mem:  # the Edge index is checked against the PostgreSQL journal at open
+        assert "Porto" in mem.get(first.id, "alice").memory
+        assert mem.stats()["counts"]["memories"] == len(mem.get_all("alice")) + len(mem.get_all("bob"))
+        mem.forget_user("alice")
+        assert mem.get_all("alice") == [] and mem.get_all("bob")
+
+
+def test_the_environment_selects_postgres(monkeypatch: pytest.MonkeyPatch, postgres_url: str, pg_schema: str) -> None:
+    monkeypatch.setenv("DIALOGMEM_JOURNAL__URL", postgres_url)
+    monkeypatch.setenv("DIALOGMEM_JOURNAL__SCHEMA_NAME", pg_schema)
+    config = Config.load()
+    assert config.journal.url == postgres_url and config.journal.schema_name == pg_schema
+    assert not config.stateless and config.with_overrides(store={"backend": "qdrant"}).stateless
+
+
+def test_bad_journal_settings_are_config_errors(tmp_path: Path) -> None:
+    for bad in ({"url": "mysql://x"}, {"schema_name": "Robert'); DROP"}, {"pool_min_size": 9, "pool_max_size": 2}):
+        with pytest.raises(ConfigError):
+            Config.load(journal=bad)
+    assert redact("postgresql://me:s3cret@db:5432/x") == "postgresql://me:***@db:5432/x"
+    with pytest.raises(StoreError, match="cannot open the PostgreSQL journal"):  # nothing listens there
+        open_journal(JournalConfig(url="postgresql://u:pw@127.0.0.1:9/x", connect_timeout_s=2), tmp_path / "j")
+
+
+def test_stateless_nodes_share_one_store_without_a_file_lock(tmp_path: Path, postgres_url: str,
+                                                             pg_schema: str) -> None:
+    opts = {"data_dir": tmp_path / "s", "journal": _journal(postgres_url, pg_schema),
+            "store": {"backend": "qdrant", "url": ":memory:"}}
+    with Memory(**opts) as a, Memory(**opts) as b:
+        a.add([{"role": "user", "content": "I adopted a cat named Miso.", "id": "m1"}], "alice")
+        again = b.add([{"role": "user", "content": "I adopted a cat named Miso.", "id": "m1"}], "alice")
+        assert again.memories == []  # a retry through another node is recognised
+        assert b.stats("alice")["counts"]["turns"] == 1 and len(b.get_all("alice")) == 1
+
+
+def test_worker_processes_lose_no_turn_and_extract_no_batch_twice(tmp_path: Path, postgres_url: str,
+                                                                  pg_schema: str) -> None:
+    users, workers, turns = ["u0", "u1", "u2"], 3, 30
+    Memory(data_dir=tmp_path / "s", journal=_journal(postgres_url, pg_schema),
+           store={"backend": "qdrant", "url": ":memory:"}).close()  # migrate once up front
+    procs = []
+    for w in range(workers):
+        args = {"url": postgres_url, "schema": pg_schema, "data_dir": str(tmp_path / "s"), "worker": w,
+                "users": users, "turns": turns, "flush_every": 7, "stm_threshold": 60}
+        procs.append(subprocess.Popen([sys.executable, str(WORKER), json.dumps(args)], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=os.environ.copy()))
+    acked: dict[str, list[str]] = {u: [] for u in users}
+    extracted: Counter[str] = Counter()
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        report = json.loads(out)
+        for user, ids in report["acked"].items():
+            acked[user] += ids
+        extracted.update(t for batch in report["extracted"] for t in batch)
+    assert sum(len(v) for v in acked.values()) == workers * turns
+    assert extracted == Counter({t: 1 for ids in acked.values() for t in ids}), "a turn was extracted twice"
+    journal = open_journal(JournalConfig(**_journal(postgres_url, pg_schema)), tmp_path / "unused")
+    try:
+        for user in users:
+            journaled = {t.id for t in journal.turns(user)}
+            assert journaled == set(acked[user])  # zero lost turns, nothing extra
+            assert journal.count_turns(user, TurnStatus.PENDING) == 0
+            assert journal.count_turns(user, TurnStatus.QUARANTINED) == 0
+            assert journal.count_turns(user, TurnStatus.PROCESSED) == len(journaled)
+            memories = journal.memories(user, limit=10_000)
+            assert {t for m in memories for t in m.source_turn_ids} == journaled  # every turn became memories
+            texts = Counter(m.memory for m in memories)
+            assert max(texts.values()) == 1, "the same memory written twice"
+            history = [h for m in memories for h in journal.history(m.id, user)]
+            assert [h.event.value for h in history] == ["ADD"] * len(memories) == ["ADD"] * journal.count_memories(user)
+        assert journal.count_turns() == workers * turns
+    finally:
+        journal.close()
