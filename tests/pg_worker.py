@@ -1,6 +1,8 @@
 """One stateless node for tests/test_postgres_store.py: a separate process that opens the store
 (PostgreSQL journal + its own in-process Qdrant index), adds turns for users that other workers
-write too, flushes now and then, and reports the turn ids it was told were accepted."""
+write too, flushes now and then, and reports the turn ids it was told were accepted and the batches
+it extracted. With ``hang_marker`` it flushes the first user and hangs inside the extraction (to be
+killed holding that user's lock)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import sys
 import time
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 from dialogmem import Memory
@@ -26,11 +29,16 @@ def main() -> None:
 
         def spy(batch: Any, **kw: Any) -> Any:
             extracted.append([t.turn_id for segment in batch for t in segment])
+            if args.get("hang_marker"):  # a node that dies holding the user's batch: announce, then hang
+                Path(args["hang_marker"]).write_text(json.dumps(extracted[-1]))
+                time.sleep(600)
             return extract(batch, **kw)
 
         extractor.extract = spy  # type: ignore[method-assign]
         if args.get("no_lock"):  # the negative control: without the cross-process user lock
             mem._parts.journal.user_lock = lambda user_id: nullcontext()  # type: ignore[method-assign]
+        if args.get("hang_marker"):
+            mem.flush(users[0])
         for i in range(args["turns"]):
             user = users[(i + args["worker"]) % len(users)]
             tid = f"w{args['worker']}-{i}"

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,33 @@ def test_worker_processes_lose_no_turn_and_extract_no_batch_twice(tmp_path: Path
         assert journal.count_turns() == workers * turns
     finally:
         journal.close()
+
+
+def test_a_node_killed_holding_a_batch_leaves_it_to_the_others(tmp_path: Path, postgres_url: str,
+                                                                pg_schema: str) -> None:
+    opts = {"data_dir": tmp_path / "s", "journal": _journal(postgres_url, pg_schema),
+            "store": {"backend": "qdrant", "url": ":memory:"}, "write": {"stm_threshold": 100_000}}
+    marker = tmp_path / "in-extraction"
+    with Memory(**opts) as mem:
+        for i in range(3):
+            mem.add([{"role": "user", "content": f"I collect stamps from country {i}.", "id": f"c{i}"}], "carol")
+        assert mem.stats("carol")["counts"]["pending_turns"] == 3
+        args = {"url": postgres_url, "schema": pg_schema, "data_dir": str(tmp_path / "s"), "worker": 0,
+                "users": ["carol"], "turns": 0, "flush_every": 1, "stm_threshold": 100_000,
+                "hang_marker": str(marker)}
+        proc = subprocess.Popen([sys.executable, str(WORKER), json.dumps(args)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        try:
+            deadline = time.monotonic() + 300
+            while not marker.exists():
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "the worker never reached the extraction"
+                time.sleep(0.2)
+            assert sorted(json.loads(marker.read_text())) == ["c0", "c1", "c2"]  # it holds carol's batch
+        finally:
+            proc.kill()  # SIGKILL: no cleanup in the node; PostgreSQL drops its session and its locks
+            proc.communicate(timeout=60)
+        assert mem.stats("carol")["counts"]["pending_turns"] == 3  # nothing was committed by the dead node
+        stored = mem.flush("carol")  # this node takes the user's lock and does the work
+        assert {t for h in stored for t in h.source_turn_ids} == {"c0", "c1", "c2"}
+        assert mem.stats("carol")["counts"]["pending_turns"] == 0
