@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,50 @@ def test_a_node_killed_holding_a_batch_leaves_it_to_the_others(tmp_path: Path, p
         stored = mem.flush("carol")  # this node takes the user's lock and does the work
         assert {t for h in stored for t in h.source_turn_ids} == {"c0", "c1", "c2"}
         assert mem.stats("carol")["counts"]["pending_turns"] == 0
+
+
+def test_two_nodes_sleeping_at_once_process_each_entry_once(tmp_path: Path, postgres_url: str,
+                                                            pg_schema: str) -> None:
+    opts = {"data_dir": tmp_path / "s", "journal": _journal(postgres_url, pg_schema),
+            "store": {"backend": "qdrant", "url": ":memory:"}}
+    with Memory(**opts) as a, Memory(**opts) as b:
+        for i in range(6):
+            a.add([{"role": "user", "content": f"I repaired bicycle number {i} for my neighbour."}], "dave")
+        queued = len(a._parts.journal.sleep_pending("dave").get("dave", []))
+        assert queued > 0
+        with ThreadPoolExecutor(2) as pool:
+            reports = list(pool.map(lambda m: m.sleep("dave"), [a, b]))
+        assert sum(r.new_entries for r in reports) == queued  # one node slept dave, the other found nothing
+        assert sorted(r.users for r in reports) == [0, 1]
+        assert b._parts.journal.sleep_pending("dave") == {}
+
+
+def test_a_commit_aborted_by_a_deadlock_is_run_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                     postgres_url: str, pg_schema: str) -> None:
+    from psycopg import errors
+
+    from dialogmem._changes import ChangeSet
+    from dialogmem._journal._memories import MemoryRows
+    from dialogmem._types import Turn
+
+    journal = open_journal(JournalConfig(**_journal(postgres_url, pg_schema)), tmp_path / "unused")
+    real, calls = MemoryRows.commit, []
+
+    def flaky(self: Any, cs: ChangeSet, *args: Any, **kw: Any) -> None:
+        calls.append(cs.user_id)
+        if len(calls) == 1 or cs.user_id == "broken":
+            cause = errors.DeadlockDetected("deadlock detected") if cs.user_id != "broken" else errors.UndefinedTable()
+            raise StoreError("journal write failed") from cause
+        real(self, cs, *args, **kw)
+
+    monkeypatch.setattr(MemoryRows, "commit", flaky)
+    turn = Turn(id="t1", user_id="u", speaker="A", content="hi", time_stamp="2024-01-01T00:00:00.000",
+                float_time_stamp=0.0, weekday="Mon")
+    try:
+        journal.commit(ChangeSet("u", turns=[turn]), {})
+        assert calls == ["u", "u"] and journal.count_turns("u") == 1
+        with pytest.raises(StoreError):  # anything else is not retried
+            journal.commit(ChangeSet("broken", turns=[turn.model_copy(update={"user_id": "broken"})]), {})
+        assert calls.count("broken") == 1
+    finally:
+        journal.close()

@@ -317,9 +317,12 @@ class Memory(Operations):
             started = time.perf_counter()
             pending = self._parts.journal.sleep_pending(check_id("user_id", user_id) if user_id else None)
             report = SleepReport()
-            for uid, ids in pending.items():
+            for uid in pending:
                 with self._parts.ingest.user_lock(uid):
-                    report.add(self._parts.sleeper.run_user(uid, ids))
+                    # read again under the lock: another process may have slept this user meanwhile
+                    ids = self._parts.journal.sleep_pending(uid).get(uid, [])
+                    if ids:
+                        report.add(self._parts.sleeper.run_user(uid, ids))
             self._parts.writer.checkpoint()
             report.seconds = round(time.perf_counter() - started, 3)
             return report

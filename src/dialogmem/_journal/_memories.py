@@ -189,7 +189,7 @@ def _set_status(db: sqlite3.Connection, user_id: str, ids: Sequence[str], status
 def _add_access(db: sqlite3.Connection, deltas: Sequence[tuple[str, str, int, float]]) -> None:
     db.executemany("UPDATE memories SET access_count=access_count+?, last_accessed=CASE WHEN last_accessed IS NULL "
                    "OR last_accessed<? THEN ? ELSE last_accessed END WHERE user_id=? AND id=?",
-                   [(n, last, last, user, mid) for user, mid, n, last in deltas])
+                   [(n, last, last, user, mid) for user, mid, n, last in sorted(deltas)])  # one lock order
 
 
 def _payload(record: MemoryRecord) -> str:

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
+from .._changes import ChangeSet
 from .._errors import ConfigError, SchemaVersionError, StoreError
+from .._usage import StageUsage
 from ._pg_schema import PG_MIGRATIONS
 from ._schema import SCHEMA_VERSION
 from ._sqlite import SQLiteJournal
@@ -83,6 +88,15 @@ class _Conn:
         if seq:
             cur.executemany(translate(sql), seq)
         return cur
+
+
+_RETRIES = 4
+
+
+def _transient(exc: BaseException | None) -> bool:
+    from psycopg import errors
+
+    return isinstance(exc, errors.DeadlockDetected | errors.SerializationFailure)
 
 
 def redact(url: str) -> str:
@@ -194,6 +208,21 @@ class PostgresJournal(SQLiteJournal):
         for pool in (getattr(self, "_pool", None), getattr(self, "_locks", None)):
             if pool is not None:
                 pool.close()
+
+    def commit(self, cs: ChangeSet, vectors: Mapping[str, np.ndarray], *,
+               access: Sequence[tuple[str, str, int, float]] = (),
+               usage: Mapping[tuple[str, str], StageUsage] | None = None) -> None:
+        """As on SQLite; a transaction PostgreSQL aborted to break a deadlock with another node's
+        (access and usage counters are shared rows) changed nothing and is run again."""
+        for attempt in range(_RETRIES):
+            try:
+                return super().commit(cs, vectors, access=access, usage=usage)
+            except StoreError as exc:
+                if attempt == _RETRIES - 1 or not _transient(exc.__cause__):
+                    raise
+                log.warning("journal commit of user %s aborted by PostgreSQL (%s); retrying", cs.user_id,
+                            exc.__cause__)
+                time.sleep(0.01 * 2 ** attempt)
 
     # -- several processes ----------------------------------------------------------------
     def user_lock(self, user_id: str) -> AbstractContextManager[None]:

@@ -305,7 +305,7 @@ class SQLiteJournal(MemoryRows):
                 "latency_ms=usage.latency_ms+excluded.latency_ms, failures=usage.failures+excluded.failures, "
                 "fallbacks=usage.fallbacks+excluded.fallbacks",
             [(kind, stage, u.calls, u.prompt_tokens, u.completion_tokens, u.latency_ms,
-              u.failures, u.fallbacks) for (kind, stage), u in deltas.items()])
+              u.failures, u.fallbacks) for (kind, stage), u in sorted(deltas.items())])  # one lock order
 
     def usage(self) -> dict[tuple[str, str], StageUsage]:
         rows = self._query("SELECT kind, stage, calls, prompt_tokens, completion_tokens, latency_ms, failures, "
