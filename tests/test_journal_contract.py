@@ -181,6 +181,7 @@ def test_index_outbox_states(opener: Opener) -> None:
     j = opener()
     _add(j, _record(1), _record(2), _record(3))
     _add(j, _record(4, user="v"))
+    assert j.outbox_users() == ["u", "v"]
     upsert = [(m.id, s) for m, _, s in j.index_rows(states=(IndexState.UPSERT,), batch=2)]
     assert upsert == [(_record(i).id, IndexState.UPSERT) for i in range(1, 5)]
     j.mark_index([_record(1).id, _record(2).id, _record(4).id], IndexState.SYNCED)
@@ -189,6 +190,7 @@ def test_index_outbox_states(opener: Opener) -> None:
     assert j.count_index_state(IndexState.FAILED) == 1 and j.count_index_state(IndexState.UPSERT) == 0
     j.commit(ChangeSet("u", removals=[MemoryRemoval(_record(2), "user")]), {})
     assert [m.id for m, _, _ in j.index_rows(states=(IndexState.REMOVE, IndexState.UPSERT))] == [_record(2).id]
+    assert j.outbox_users() == ["u"]
     rebuild = [(m.id, v is not None) for m, v, _ in j.index_rows(states=None, user_id="u", batch=1)]
     assert rebuild == [(_record(1).id, True), (_record(3).id, True)]
     assert len(list(j.index_rows(states=None))) == 3

@@ -198,3 +198,26 @@ def test_a_commit_aborted_by_a_deadlock_is_run_again(monkeypatch: pytest.MonkeyP
         assert calls.count("broken") == 1
     finally:
         journal.close()
+
+
+def test_a_starting_node_applies_rows_a_dead_node_left_in_the_outbox(tmp_path: Path, postgres_url: str,
+                                                                     pg_schema: str) -> None:
+    import numpy as np
+
+    from dialogmem._changes import ChangeSet, MemoryWrite
+    from dialogmem._journal import IndexState
+    from dialogmem._types import Event, MemoryRecord
+
+    opts = {"data_dir": tmp_path / "s", "journal": _journal(postgres_url, pg_schema),
+            "store": {"backend": "qdrant", "url": ":memory:"}}
+    with Memory(**opts) as a:  # committed to the journal, then "died" before its index write
+        vector = a._parts.embedder.embed(["I keep bees on the roof."])[0]
+        record = MemoryRecord(id="00000000-0000-0000-0000-000000000001", user_id="erin",
+                              memory="I keep bees on the roof.", time_stamp="2024-01-01T00:00:00",
+                              float_time_stamp=1704067200.0, weekday="Mon", created_at=1.0, updated_at=1.0)
+        a._parts.journal.commit(ChangeSet("erin", writes=[MemoryWrite(record, Event.ADD, "test")]),
+                                {record.id: np.asarray(vector)})
+        assert a._parts.journal.outbox_users() == ["erin"]
+        with Memory(**opts) as b:
+            assert [h.id for h in b.search("bees", "erin").hits] == [record.id]
+            assert b._parts.journal.count_index_state(IndexState.UPSERT) == 0

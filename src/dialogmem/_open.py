@@ -130,7 +130,12 @@ def _reconcile(parts: Parts) -> None:
 
         import_from_index(journal, parts.index)
         journal.set_meta("import_index", None)
-    writer.replay_outbox()
+    if parts.config.stateless:  # other nodes write meanwhile: a user's rows are replayed under that user's lock
+        for user_id in journal.outbox_users():
+            with journal.user_lock(user_id):
+                writer.replay_outbox(user_id)
+    else:
+        writer.replay_outbox()
     expected = journal.count_memories() - journal.count_index_state(IndexState.FAILED)
     held = parts.index.count_all()
     marker = parts.paths.read_marker() if parts.config.store.backend == "edge" else None

@@ -160,6 +160,12 @@ class MemoryRows:
                 return
             last = rows[-1]["id"]
 
+    def outbox_users(self) -> list[str]:
+        """The users with rows the index still has to apply (upserts or removals)."""
+        rows = self._query("SELECT DISTINCT user_id FROM memories WHERE index_state IN (?, ?) ORDER BY user_id",
+                           (int(IndexState.UPSERT), int(IndexState.REMOVE)))
+        return [r[0] for r in rows]
+
     def mark_index(self, ids: Sequence[str], state: IndexState, error: str | None = None) -> None:
         if not ids:
             return
