@@ -1,6 +1,7 @@
 """The PostgreSQL journal against the SQLite journal, in the same run: add throughput and search latency.
 
-    python benchmarks/bench_journal.py --start-server [--turns 300] [--users 4] [--queries 200] [--json out.json]
+    python benchmarks/bench_journal.py --start-server [--turns 300] [--users 4] [--queries 200] [--rounds 3]
+        [--json out.json]
     python benchmarks/bench_journal.py --pg-url postgresql://user:pw@host:5432/db ...
 
 Both stores use the same Edge index, MiniLM embedder and LLM-free write path; only the journal
@@ -10,9 +11,11 @@ differs. Two measures per backend:
   ``Memory.search`` (served by the index; its access counters reach the journal with the next commit);
 * ``journal``: raw ``commit`` of one turn per transaction, no embedding: the journal's own cost.
 
-``--start-server`` runs a throwaway local PostgreSQL (tests/pg_server.py: Debian's initdb/pg_ctl,
-fsync off as in the tests) — so its durability is not that of a production server; say so when
-reporting. Turns are generated here, so the run needs no data set.
+``--start-server`` runs a throwaway local PostgreSQL (tests/pg_server.py: Debian's initdb/pg_ctl)
+with PostgreSQL's default durability (fsync on, synchronous commit), as SQLite runs with
+``synchronous=FULL``: both pay an fsync per commit, on the same disk, over loopback for PostgreSQL.
+Turns are generated here, so the run needs no data set. The backends alternate over ``--rounds``
+and each figure is the median over its rounds.
 """
 
 from __future__ import annotations
@@ -87,6 +90,20 @@ def bench_journal(config: JournalConfig, path: Path, args: argparse.Namespace) -
     return {"commits_per_s": args.turns / commit_s, "pending_read_ms": read_s / args.queries * 1000}
 
 
+def _one_run(name: str, root: Path, args: argparse.Namespace) -> dict[str, float]:
+    schema = "bench_" + uuid.uuid4().hex[:12]
+    journal: dict[str, Any] = {} if name == "sqlite" else {"url": args.pg_url, "schema_name": schema}
+    facade = bench_facade(journal, root / "facade", args)
+    raw_dir = root / "raw"
+    raw_dir.mkdir(parents=True)
+    if name == "postgres":
+        journal["schema_name"] = schema + "_raw"
+    raw = bench_journal(JournalConfig(**journal), raw_dir / "j.sqlite3", args)
+    if name == "postgres":
+        _drop(args.pg_url, [schema, schema + "_raw"])
+    return {**facade, **raw}
+
+
 def _drop(url: str, schemas: list[str]) -> None:
     import psycopg
 
@@ -102,6 +119,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=300)
     ap.add_argument("--users", type=int, default=4)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3, help="alternating runs per backend; medians reported")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not args.pg_url and not args.start_server:
@@ -111,25 +129,20 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
         from pg_server import PostgresServer
 
-        server = PostgresServer().start()
+        server = PostgresServer(durable=True).start()
         args.pg_url = server.url
     try:
         results: dict[str, Any] = {"turns": args.turns, "users": args.users, "queries": args.queries,
-                                   "server": "throwaway local (fsync off)" if server else "given URL"}
+                                   "rounds": args.rounds,
+                                   "server": "throwaway local, fsync on" if server else "given URL"}
+        runs: dict[str, list[dict[str, float]]] = {"sqlite": [], "postgres": []}
         with tempfile.TemporaryDirectory() as tmp:
-            for name in ("sqlite", "postgres"):
-                schema = "bench_" + uuid.uuid4().hex[:12]
-                journal = {} if name == "sqlite" else {"url": args.pg_url, "schema_name": schema}
-                facade = bench_facade(journal, Path(tmp) / f"{name}-facade", args)
-                raw_dir = Path(tmp) / f"{name}-raw"
-                raw_dir.mkdir()
-                if name == "postgres":
-                    journal["schema_name"] = schema + "_raw"
-                raw = bench_journal(JournalConfig(**journal), raw_dir / "j.sqlite3", args)
-                if name == "postgres":
-                    _drop(args.pg_url, [schema, schema + "_raw"])
-                results[name] = {**facade, **raw}
-                print(name, json.dumps(results[name]), flush=True)
+            for r in range(args.rounds):  # alternate the backends: a load change on the machine hits both
+                for name in ("sqlite", "postgres"):
+                    runs[name].append(_one_run(name, Path(tmp) / f"{name}-{r}", args))
+                    print(name, r, json.dumps(runs[name][-1]), flush=True)
+        for name, got in runs.items():
+            results[name] = {k: statistics.median(x[k] for x in got) for k in got[0]}
         for key in ("adds_per_s", "search_p50_ms", "commits_per_s"):
             results[f"ratio_{key}"] = results["postgres"][key] / results["sqlite"][key]
         print(json.dumps({k: v for k, v in results.items() if k.startswith("ratio")}, indent=1))

@@ -51,7 +51,8 @@ def free_port() -> int:
 class PostgresServer:
     """One server in a temp dir; ``url`` connects as the superuser ``postgres`` (trust auth, loopback)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable  # False (the tests): fsync off, for speed; True: PostgreSQL's defaults
         self.bin = find_bin()
         self.root = Path(tempfile.mkdtemp(prefix="dialogmem-pg-"))
         self.data = self.root / "data"
@@ -91,12 +92,13 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                  "--no-sync", timeout=180)
+                  *([] if self.durable else ["--no-sync"]), timeout=180)
         last: Exception | None = None
         for _ in range(3):  # the free port can be taken between the probe and the bind: try another
             self.port = free_port()
-            opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+            opts = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
+            if not self.durable:
+                opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
             try:
                 self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
                           "-o", opts, "start", timeout=90)
