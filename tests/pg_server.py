@@ -77,7 +77,7 @@ class PostgresServer:
     def _run(self, *args: str, timeout: float) -> None:
         cmd = [*self._as_postgres, *args]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=self.root)
         except subprocess.TimeoutExpired as exc:
             raise PostgresUnavailable(f"{' '.join(cmd)} took more than {timeout:.0f} s{self._log_tail()}") from exc
         if done.returncode != 0:
@@ -92,7 +92,7 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
-                  *([] if self.durable else ["--no-sync"]), timeout=180)
+                  "--locale=C", *([] if self.durable else ["--no-sync"]), timeout=180)
         last: Exception | None = None
         for _ in range(3):  # the free port can be taken between the probe and the bind: try another
             self.port = free_port()

@@ -125,7 +125,6 @@ class PostgresJournal(SQLiteJournal):
         options = f"-c search_path={schema_name}" + (" -c default_transaction_read_only=on" if read_only else "")
         kwargs = {"autocommit": True, "row_factory": _row_factory, "options": options,
                   "application_name": "dialogmem", "connect_timeout": max(1, round(connect_timeout_s))}
-        self._timeout = connect_timeout_s
         self._pool = ConnectionPool(url, min_size=pool_min_size, max_size=pool_max_size, kwargs=kwargs,
                                     timeout=connect_timeout_s, open=False, name=f"dialogmem-{schema_name}",
                                     check=ConnectionPool.check_connection)
