@@ -129,8 +129,14 @@ def test_status_quarantine_retry_and_drop(opener: Opener) -> None:
     assert j.set_turn_status("v", ["t1"], TurnStatus.PENDING) == 0  # another user's id: nothing
     assert j.set_turn_status("u", ["t1"], TurnStatus.PENDING, only_from=TurnStatus.QUARANTINED) == 1
     assert [t.id for t in j.pending_turns("u")] == ["t1", "t2"] and j.quarantined() == []
-    j.commit(ChangeSet("u", processed=["t1", "t2", "t3"]), {})  # t3 is processed already: unchanged
-    assert j.count_turns("u", TurnStatus.PROCESSED) == 3 and j.pending_users() == []
+    retaken = ChangeSet("u", turns=[_turn(8)], processed=["t1", "t2", "t3"])  # t3 is processed already
+    if getattr(j, "strict_claims", False):  # a shared journal: another process took t3, the commit is refused
+        with pytest.raises(StoreError, match="no longer pending"):
+            j.commit(retaken, {})
+        assert j.count_turns("u", TurnStatus.PENDING) == 2 and j.count_turns("u") == 3  # nothing of it committed
+        retaken.processed = ["t1", "t2"]
+    j.commit(retaken, {})  # (SQLite, one process: t3 is left as it is)
+    assert j.count_turns("u", TurnStatus.PROCESSED) == 3 and j.count_turns("u", TurnStatus.PENDING) == 1
 
 
 def test_memory_rows_reads_and_isolation(opener: Opener) -> None:

@@ -221,3 +221,22 @@ def test_a_starting_node_applies_rows_a_dead_node_left_in_the_outbox(tmp_path: P
         with Memory(**opts) as b:
             assert [h.id for h in b.search("bees", "erin").hits] == [record.id]
             assert b._parts.journal.count_index_state(IndexState.UPSERT) == 0
+
+
+def test_connections_the_server_dropped_are_replaced(tmp_path: Path, postgres_url: str, pg_schema: str) -> None:
+    import psycopg
+
+    journal = open_journal(JournalConfig(**_journal(postgres_url, pg_schema)), tmp_path / "unused")
+    try:
+        assert journal.count_turns() == 0
+        with journal.user_lock("u"):
+            pass
+        with psycopg.connect(postgres_url, autocommit=True) as admin:  # a server restart, an idle timeout...
+            killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                                   "application_name='dialogmem'").fetchone()
+        assert killed is not None and killed[0] >= 2  # the query pool's and the lock pool's
+        assert journal.count_turns() == 0  # a read runs again on a fresh connection
+        with journal.user_lock("u"):  # lock connections are checked before use
+            pass
+    finally:
+        journal.close()

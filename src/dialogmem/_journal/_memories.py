@@ -30,6 +30,9 @@ _SELECT = "SELECT id, payload, access_count, last_accessed, status FROM memories
 class MemoryRows:
     """Mixin: needs ``_tx()``, ``_query()``, ``_insert_turns()`` and ``_insert_history()``."""
 
+    #: refuse a commit whose processed turns are not all pending (several processes share the journal)
+    strict_claims = False
+
     def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...  # provided by the journal
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
     @staticmethod
@@ -53,7 +56,10 @@ class MemoryRows:
                 self._write(db, cs.user_id, w, vectors.get(w.record.id), now)
             for r in cs.removals:
                 self._remove(db, cs.user_id, r, now)
-            _set_status(db, cs.user_id, cs.processed, TurnStatus.PROCESSED, None)
+            claimed = _set_status(db, cs.user_id, cs.processed, TurnStatus.PROCESSED, None)
+            if self.strict_claims and claimed != len(set(cs.processed)):
+                raise StoreError(f"{len(set(cs.processed)) - claimed} of the turns this change processes for user "
+                                 f"{cs.user_id} are no longer pending (another process took them); nothing committed")
             for turn_id, error in cs.quarantined.items():
                 _set_status(db, cs.user_id, [turn_id], TurnStatus.QUARANTINED, error[:2000])
             db.executemany("DELETE FROM sleep_pending WHERE user_id=? AND memory_id=?",
@@ -185,11 +191,15 @@ class MemoryRows:
 
 
 def _set_status(db: sqlite3.Connection, user_id: str, ids: Sequence[str], status: TurnStatus,
-                error: str | None) -> None:
+                error: str | None) -> int:
+    """Moves pending turns to ``status``; returns how many moved."""
+    moved = 0
     for lo in range(0, len(ids), 500):
         part = list(ids[lo:lo + 500])
-        db.execute(f"UPDATE turns SET processed=?, error=? WHERE user_id=? AND processed=? AND id IN ({_marks(part)})",
-                   [int(status), error, user_id, int(TurnStatus.PENDING), *part])
+        moved += db.execute(f"UPDATE turns SET processed=?, error=? WHERE user_id=? AND processed=? "
+                            f"AND id IN ({_marks(part)})",
+                            [int(status), error, user_id, int(TurnStatus.PENDING), *part]).rowcount
+    return moved
 
 
 def _add_access(db: sqlite3.Connection, deltas: Sequence[tuple[str, str, int, float]]) -> None:

@@ -18,7 +18,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -108,6 +108,7 @@ class PostgresJournal(SQLiteJournal):
     """The journal in a PostgreSQL schema. Thread-safe; safe for several processes at once."""
 
     shared = True
+    strict_claims = True  # a batch another node processed meanwhile (its lock lost) is refused, not redone
 
     def __init__(self, url: str, *, schema_name: str = "dialogmem", read_only: bool = False,
                  pool_min_size: int = 1, pool_max_size: int = 8, connect_timeout_s: float = 10.0) -> None:
@@ -125,11 +126,12 @@ class PostgresJournal(SQLiteJournal):
         options = f"-c search_path={schema_name}" + (" -c default_transaction_read_only=on" if read_only else "")
         kwargs = {"autocommit": True, "row_factory": _row_factory, "options": options,
                   "application_name": "dialogmem", "connect_timeout": max(1, round(connect_timeout_s))}
+        # no check on checkout (a round trip per query): a read that meets a connection the server
+        # dropped runs once more on a fresh one; a write fails with StoreError (adds are idempotent)
         self._pool = ConnectionPool(url, min_size=pool_min_size, max_size=pool_max_size, kwargs=kwargs,
-                                    timeout=connect_timeout_s, open=False, name=f"dialogmem-{schema_name}",
-                                    check=ConnectionPool.check_connection)
+                                    timeout=connect_timeout_s, open=False, name=f"dialogmem-{schema_name}")
         # user locks hold a connection while the user's batch is extracted: their own pool, so
-        # waiting lock holders can never starve the journal's queries
+        # waiting lock holders can never starve the journal's queries; checked, as they idle long
         self._locks = ConnectionPool(url, min_size=1, max_size=pool_max_size, kwargs=kwargs,
                                      timeout=max(300.0, connect_timeout_s), open=False,
                                      name=f"dialogmem-{schema_name}-locks",
@@ -161,11 +163,17 @@ class PostgresJournal(SQLiteJournal):
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         import psycopg
 
-        try:
-            with self._pool.connection() as conn:
-                return conn.execute(translate(sql), params).fetchall()
-        except psycopg.Error as exc:
-            raise StoreError(f"journal read failed: {exc}") from exc
+        for attempt in range(2):
+            conn = None
+            try:
+                with self._pool.connection() as conn:
+                    return conn.execute(translate(sql), params).fetchall()
+            except psycopg.Error as exc:
+                if attempt == 0 and conn is not None and conn.broken:
+                    log.info("journal connection dropped by the server (%s); reading again", exc)
+                    continue
+                raise StoreError(f"journal read failed: {exc}") from exc
+        raise AssertionError("unreachable")
 
     def _migrate(self) -> None:
         if max(PG_MIGRATIONS) < SCHEMA_VERSION:
@@ -234,13 +242,16 @@ class PostgresJournal(SQLiteJournal):
         import psycopg
 
         key = (f"dialogmem:{self.schema_name}", user_id)
-        try:
-            with self._locks.connection() as conn:
+        with ExitStack() as stack:
+            try:
+                conn = stack.enter_context(self._locks.connection())
                 conn.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", key)
+            except psycopg.Error as exc:
+                raise StoreError(f"cannot lock user {user_id!r} in {self.path}: {exc}") from exc
+            try:
+                yield
+            finally:
                 try:
-                    yield
-                finally:
-                    if not conn.closed:
-                        conn.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", key)
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot lock user {user_id!r} in {self.path}: {exc}") from exc
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", key)
+                except psycopg.Error as exc:  # the connection is gone, and the lock with it
+                    log.warning("unlocking user %r: %s", user_id, exc)
