@@ -39,3 +39,31 @@ def ingest_sample(mem: Memory, data: dict[str, Any], user_id: str) -> None:
         for msg in batch.messages:
             mem.add([msg], user_id, session_id=batch.session_id, timestamp=batch.timestamp)
     mem.flush(user_id)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server for this test session (see tests/pg_server.py); never skipped."""
+    from pg_server import PostgresServer, PostgresUnavailable
+
+    try:
+        server = PostgresServer().start()
+    except PostgresUnavailable as exc:
+        pytest.fail(f"the PostgreSQL tests need a PostgreSQL server: {exc}", pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_schema(postgres_url: str) -> Iterator[str]:
+    """A fresh PostgreSQL schema (one store) for one test, dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:16]
+    yield name
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")

@@ -25,7 +25,7 @@ import pytest
 CHILD = r"""
 import json, os, random, re, sys
 from dialogmem import Memory, ScriptedLLM
-from dialogmem._journal import Journal
+from dialogmem._journal import SQLiteJournal as Journal
 from dialogmem._store import EdgeIndex
 from dialogmem._writer import ChangeWriter
 

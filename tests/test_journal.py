@@ -11,7 +11,8 @@ import pytest
 
 from dialogmem import InputError, SchemaVersionError, StoreError
 from dialogmem._changes import ChangeSet, MemoryRemoval, MemoryWrite
-from dialogmem._journal import SCHEMA_VERSION, IndexState, Journal, TurnStatus
+from dialogmem._journal import SCHEMA_VERSION, IndexState, TurnStatus
+from dialogmem._journal import SQLiteJournal as Journal
 from dialogmem._types import Event, MemoryRecord, Turn
 from dialogmem._usage import StageUsage
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._errors import ConfigError, first_problem
 from ._settings import ReadSettings, ServerSettings, SleepSettings, WriteSettings
@@ -30,6 +30,34 @@ class StoreConfig(_Section):
     url: str | None = None  # remote Qdrant; ":memory:" for qdrant-client's in-process mode
     api_key: str | None = None
     collection: str = "dialogmem"
+
+
+class JournalConfig(_Section):
+    """Where the journal lives: a SQLite file in ``data_dir`` (the default), or a PostgreSQL database
+    (``url="postgresql://user:pass@host:5432/db"``, needs the ``postgres`` extra). With PostgreSQL and
+    a remote Qdrant index (``store.backend="qdrant"``) the store takes no file lock: several processes
+    (stateless API nodes, sleep workers) serve one store, a user's writes serialised by an advisory lock."""
+
+    url: str | None = Field(default=None, description="None: SQLite in data_dir; postgresql://… selects PostgreSQL")
+    schema_name: str = Field(default="dialogmem", pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+                             description="PostgreSQL schema holding the tables (one store per schema)")
+    pool_min_size: int = Field(default=1, ge=1, le=64, description="PostgreSQL connections kept open")
+    pool_max_size: int = Field(default=8, ge=1, le=256, description="most PostgreSQL connections per process")
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600,
+                                     description="seconds to wait for a PostgreSQL connection")
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("journal.url must start with postgresql:// (leave it unset for SQLite)")
+        return url
+
+    @model_validator(mode="after")
+    def _pool_sizes(self) -> JournalConfig:
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError("journal.pool_min_size must not exceed journal.pool_max_size")
+        return self
 
 
 class EmbedderConfig(_Section):
@@ -62,6 +90,7 @@ class Config(_Section):
 
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("dialogmem")))
     store: StoreConfig = Field(default_factory=StoreConfig)
+    journal: JournalConfig = Field(default_factory=JournalConfig)
     embedder: EmbedderConfig = Field(default_factory=EmbedderConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     write: WriteSettings = Field(default_factory=WriteSettings)
@@ -71,6 +100,11 @@ class Config(_Section):
     # Open without taking the writer's lock: reads only (a CLI search or a backup beside a running
     # writer). Searches run on a per-user copy of the index built from the journal.
     read_only: bool = False
+
+    @property
+    def stateless(self) -> bool:
+        """Journal and index are both shared services: no file lock, several processes per store."""
+        return self.journal.url is not None and self.store.backend == "qdrant"
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:

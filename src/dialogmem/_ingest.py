@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._changes import ChangeSet, MemoryWrite
@@ -46,8 +48,14 @@ class Ingest:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
-    def user_lock(self, user_id: str) -> threading.Lock:
-        """The lock that serialises one user's writes (add, flush, update, delete, sleep)."""
+    @contextmanager
+    def user_lock(self, user_id: str) -> Iterator[None]:
+        """Serialises one user's writes (add, flush, update, delete, sleep): in this process, and
+        with a shared journal (PostgreSQL) across processes too, so a batch is extracted once."""
+        with self._thread_lock(user_id), self.journal.user_lock(user_id):
+            yield
+
+    def _thread_lock(self, user_id: str) -> threading.Lock:
         with self._locks_guard:
             lock = self._locks.get(user_id)
             if lock is None:

@@ -79,7 +79,8 @@ class Memory(Operations):
                 self.data_dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreError(f"cannot create the data directory {self.data_dir}: {exc.strerror}") from exc
-            self._store_lock = StoreLock(self.data_dir / ".lock")
+            if not config.stateless:  # a shared journal and index: other processes serve this store too
+                self._store_lock = StoreLock(self.data_dir / ".lock")
         try:
             self._parts: Parts = open_parts(config, self.data_dir, llm_client)
             self._replay_pending()
@@ -317,9 +318,12 @@ class Memory(Operations):
             started = time.perf_counter()
             pending = self._parts.journal.sleep_pending(check_id("user_id", user_id) if user_id else None)
             report = SleepReport()
-            for uid, ids in pending.items():
+            for uid in pending:
                 with self._parts.ingest.user_lock(uid):
-                    report.add(self._parts.sleeper.run_user(uid, ids))
+                    # read again under the lock: another process may have slept this user meanwhile
+                    ids = self._parts.journal.sleep_pending(uid).get(uid, [])
+                    if ids:
+                        report.add(self._parts.sleeper.run_user(uid, ids))
             self._parts.writer.checkpoint()
             report.seconds = round(time.perf_counter() - started, 3)
             return report

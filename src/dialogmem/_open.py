@@ -15,7 +15,7 @@ from ._access import AccessLog
 from ._config import Config
 from ._errors import StoreError
 from ._ingest import Ingest
-from ._journal import IndexState, Journal
+from ._journal import IndexState, Journal, open_journal
 from ._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
 from ._models import LLMClient, make_embedder, make_llm
 from ._models._embed_base import Embedder
@@ -64,11 +64,12 @@ class Parts:
 def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> Parts:
     paths = StorePaths(data_dir)
     read_only = config.read_only
-    if read_only and not paths.journal.exists():
+    in_file = config.journal.url is None
+    if read_only and in_file and not paths.journal.exists():
         raise StoreError(f"no store at {data_dir} (no journal {paths.journal}) to open read-only")
-    if config.store.backend == "edge":
+    if config.store.backend == "edge" and in_file:
         refuse_missing_journal(paths)
-    journal = Journal(paths.journal, read_only=read_only)
+    journal = open_journal(config.journal, paths.journal, read_only=read_only)
     index: VectorIndex | None = None
     try:
         usage = UsageTracker()
@@ -129,7 +130,12 @@ def _reconcile(parts: Parts) -> None:
 
         import_from_index(journal, parts.index)
         journal.set_meta("import_index", None)
-    writer.replay_outbox()
+    if parts.config.stateless:  # other nodes write meanwhile: a user's rows are replayed under that user's lock
+        for user_id in journal.outbox_users():
+            with journal.user_lock(user_id):
+                writer.replay_outbox(user_id)
+    else:
+        writer.replay_outbox()
     expected = journal.count_memories() - journal.count_index_state(IndexState.FAILED)
     held = parts.index.count_all()
     marker = parts.paths.read_marker() if parts.config.store.backend == "edge" else None
@@ -139,6 +145,11 @@ def _reconcile(parts: Parts) -> None:
         log.warning("the vector index is empty, the journal holds %d active memories: filling the index",
                     expected)
         fill_index(journal, parts.embedder, parts.index)
+    elif parts.config.stateless and held != expected:
+        # other nodes write this index and journal at this moment: counts differ while they do, and a
+        # rebuild here would wipe a shared collection under them. `dialogmem repair` rebuilds it.
+        log.info("the shared vector index holds %d memories, the journal %d active ones (other nodes may be "
+                 "writing); not rebuilding", held, expected)
     elif held != expected or stale:
         log.warning("the vector index holds %d memories, the journal %d active ones%s: rebuilding the index",
                     held, expected, " (an older copy)" if stale else "")

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from ._changes import ChangeSet, MemoryWrite
 from ._config import Config
 from ._errors import StoreError
-from ._journal import IndexState, Journal
+from ._journal import IndexState, Journal, SQLiteJournal
 from ._maintenance import IndexMarker, StorePaths
 from ._store import EdgeIndex, VectorIndex
 from ._store._remote import RemoteIndex
@@ -85,6 +85,8 @@ def import_from_index(journal: Journal, index: VectorIndex) -> int:
 
 def recover_journal(config: Config, data_dir: Path) -> RepairReport:
     """``repair --from-index``: a new journal whose memory rows come from the surviving index."""
+    if config.journal.url is not None:
+        raise StoreError("--from-index rebuilds a missing SQLite journal file; this store's journal is PostgreSQL")
     paths = StorePaths(data_dir)
     if paths.journal.exists():
         raise StoreError(f"{paths.journal} exists: --from-index only rebuilds a missing journal")
@@ -92,7 +94,7 @@ def recover_journal(config: Config, data_dir: Path) -> RepairReport:
         raise StoreError(f"there is no index at {paths.index} to recover memories from")
     started = time.perf_counter()
     index = EdgeIndex(paths.index, dim=config.embedder.dim)
-    journal = Journal(paths.journal)
+    journal = SQLiteJournal(paths.journal)
     try:
         journal.set_meta("import_index", None)
         recovered = import_from_index(journal, index)

@@ -139,11 +139,13 @@ class ChangeWriter:
                 self.usage.restore(usage)
                 raise
 
-    def replay_outbox(self) -> int:
-        """Apply every row the journal still marks for the index (after a crash). Never raises for
-        a record the index refuses: it is marked failed. Returns how many rows were applied."""
+    def replay_outbox(self, user_id: str | None = None) -> int:
+        """Apply every row the journal still marks for the index (after a crash), of one user or of
+        all. Never raises for a record the index refuses: it is marked failed. Returns how many rows
+        were applied."""
         with self._lock:
-            n = self._apply_rows(self.journal.index_rows(states=(IndexState.UPSERT, IndexState.REMOVE)))
+            n = self._apply_rows(self.journal.index_rows(states=(IndexState.UPSERT, IndexState.REMOVE),
+                                                         user_id=user_id))
             self._checkpoint()
         return n
 

@@ -30,6 +30,9 @@ _SELECT = "SELECT id, payload, access_count, last_accessed, status FROM memories
 class MemoryRows:
     """Mixin: needs ``_tx()``, ``_query()``, ``_insert_turns()`` and ``_insert_history()``."""
 
+    #: refuse a commit whose processed turns are not all pending (several processes share the journal)
+    strict_claims = False
+
     def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...  # provided by the journal
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
     @staticmethod
@@ -53,7 +56,10 @@ class MemoryRows:
                 self._write(db, cs.user_id, w, vectors.get(w.record.id), now)
             for r in cs.removals:
                 self._remove(db, cs.user_id, r, now)
-            _set_status(db, cs.user_id, cs.processed, TurnStatus.PROCESSED, None)
+            claimed = _set_status(db, cs.user_id, cs.processed, TurnStatus.PROCESSED, None)
+            if self.strict_claims and claimed != len(set(cs.processed)):
+                raise StoreError(f"{len(set(cs.processed)) - claimed} of the turns this change processes for user "
+                                 f"{cs.user_id} are no longer pending (another process took them); nothing committed")
             for turn_id, error in cs.quarantined.items():
                 _set_status(db, cs.user_id, [turn_id], TurnStatus.QUARANTINED, error[:2000])
             db.executemany("DELETE FROM sleep_pending WHERE user_id=? AND memory_id=?",
@@ -77,7 +83,7 @@ class MemoryRows:
             "VALUES (?, ?, 'active', ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT(id) DO UPDATE SET "
             "status='active', tier=excluded.tier, agent_id=excluded.agent_id, session_id=excluded.session_id, "
             "speaker_name=excluded.speaker_name, float_time_stamp=excluded.float_time_stamp, "
-            "version=excluded.version, payload=excluded.payload, vector=COALESCE(excluded.vector, vector), "
+            "version=excluded.version, payload=excluded.payload, vector=COALESCE(excluded.vector, memories.vector), "
             "index_state=excluded.index_state, index_error=NULL, updated_at=excluded.updated_at",
             (r.id, user_id, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
              _payload(r), blob, int(IndexState.UPSERT), now))
@@ -85,7 +91,8 @@ class MemoryRows:
             memory_id=r.id, event=w.event, old_memory=w.old.memory if w.old is not None else None,
             new_memory=r.memory, timestamp=now, actor=w.actor, previous=w.old))
         if w.sleep_pending:
-            db.execute("INSERT OR IGNORE INTO sleep_pending (user_id, memory_id) VALUES (?, ?)", (user_id, r.id))
+            db.execute("INSERT INTO sleep_pending (user_id, memory_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                       (user_id, r.id))
 
     def _remove(self, db: sqlite3.Connection, user_id: str, rm: MemoryRemoval, now: float) -> None:
         r = rm.record
@@ -159,6 +166,12 @@ class MemoryRows:
                 return
             last = rows[-1]["id"]
 
+    def outbox_users(self) -> list[str]:
+        """The users with rows the index still has to apply (upserts or removals)."""
+        rows = self._query("SELECT DISTINCT user_id FROM memories WHERE index_state IN (?, ?) ORDER BY user_id",
+                           (int(IndexState.UPSERT), int(IndexState.REMOVE)))
+        return [r[0] for r in rows]
+
     def mark_index(self, ids: Sequence[str], state: IndexState, error: str | None = None) -> None:
         if not ids:
             return
@@ -178,16 +191,21 @@ class MemoryRows:
 
 
 def _set_status(db: sqlite3.Connection, user_id: str, ids: Sequence[str], status: TurnStatus,
-                error: str | None) -> None:
+                error: str | None) -> int:
+    """Moves pending turns to ``status``; returns how many moved."""
+    moved = 0
     for lo in range(0, len(ids), 500):
         part = list(ids[lo:lo + 500])
-        db.execute(f"UPDATE turns SET processed=?, error=? WHERE user_id=? AND processed=? AND id IN ({_marks(part)})",
-                   [int(status), error, user_id, int(TurnStatus.PENDING), *part])
+        moved += db.execute(f"UPDATE turns SET processed=?, error=? WHERE user_id=? AND processed=? "
+                            f"AND id IN ({_marks(part)})",
+                            [int(status), error, user_id, int(TurnStatus.PENDING), *part]).rowcount
+    return moved
 
 
 def _add_access(db: sqlite3.Connection, deltas: Sequence[tuple[str, str, int, float]]) -> None:
-    db.executemany("UPDATE memories SET access_count=access_count+?, last_accessed=MAX(COALESCE(last_accessed, 0), ?) "
-                   "WHERE user_id=? AND id=?", [(n, last, user, mid) for user, mid, n, last in deltas])
+    db.executemany("UPDATE memories SET access_count=access_count+?, last_accessed=CASE WHEN last_accessed IS NULL "
+                   "OR last_accessed<? THEN ? ELSE last_accessed END WHERE user_id=? AND id=?",
+                   [(n, last, last, user, mid) for user, mid, n, last in sorted(deltas)])  # one lock order
 
 
 def _payload(record: MemoryRecord) -> str:

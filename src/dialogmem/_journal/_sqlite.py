@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,13 @@ _TURN_COLUMNS = ("seq, id, user_id, agent_id, session_id, speaker, role, content
                  "weekday, metadata")
 
 
-class Journal(MemoryRows, KeyRows):
-    """Durable bookkeeping of one store in one SQLite file. Thread-safe."""
+class SQLiteJournal(MemoryRows, KeyRows):
+    """Durable bookkeeping of one store in one SQLite file. Thread-safe.
+
+    Its SQL is kept portable (``?`` marks, ``ON CONFLICT``, table-qualified upsert columns):
+    ``PostgresJournal`` runs the same statements through a translating connection."""
+
+    shared = False  # one process owns the file (the store lock): user locks are in-process only
 
     def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
         self.path = path
@@ -113,6 +118,10 @@ class Journal(MemoryRows, KeyRows):
             raise StoreError(f"{self.path} is not a dialogmem journal: {exc}") from exc
         return int(rows[0][0]) if rows else 0
 
+    def user_lock(self, user_id: str) -> AbstractContextManager[None]:
+        """Nothing to take across processes: one process owns a SQLite store."""
+        return nullcontext()
+
     @property
     def schema_version(self) -> int:
         return int(self.meta("schema_version") or 0)
@@ -165,7 +174,8 @@ class Journal(MemoryRows, KeyRows):
                 "float_time_stamp, weekday, metadata, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (t.id, t.user_id, t.agent_id, t.session_id, t.speaker, t.role, t.content, t.time_stamp,
                  t.float_time_stamp, t.weekday, json.dumps(t.metadata, ensure_ascii=False), now))
-            db.execute("INSERT OR IGNORE INTO speakers (user_id, speaker) VALUES (?, ?)", (t.user_id, t.speaker))
+            db.execute("INSERT INTO speakers (user_id, speaker) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                       (t.user_id, t.speaker))
 
     @staticmethod
     def _turn(row: sqlite3.Row) -> Turn:
@@ -200,7 +210,7 @@ class Journal(MemoryRows, KeyRows):
         bound = seq if seq is not None else 2**62
         rows = self._query(
             f"SELECT * FROM (SELECT {_TURN_COLUMNS} FROM turns WHERE user_id=? AND seq<? ORDER BY seq DESC "
-            "LIMIT ?) ORDER BY seq", (user_id, bound, limit))
+            "LIMIT ?) AS recent ORDER BY seq", (user_id, bound, limit))
         return [self._turn(r) for r in rows]
 
     def pending_users(self) -> list[str]:
@@ -291,12 +301,12 @@ class Journal(MemoryRows, KeyRows):
         db.executemany(
                 "INSERT INTO usage (kind, stage, calls, prompt_tokens, completion_tokens, latency_ms, "
                 "failures, fallbacks) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(kind, stage) DO UPDATE SET "
-                "calls=calls+excluded.calls, prompt_tokens=prompt_tokens+excluded.prompt_tokens, "
-                "completion_tokens=completion_tokens+excluded.completion_tokens, "
-                "latency_ms=latency_ms+excluded.latency_ms, failures=failures+excluded.failures, "
-            "fallbacks=fallbacks+excluded.fallbacks",
+                "calls=usage.calls+excluded.calls, prompt_tokens=usage.prompt_tokens+excluded.prompt_tokens, "
+                "completion_tokens=usage.completion_tokens+excluded.completion_tokens, "
+                "latency_ms=usage.latency_ms+excluded.latency_ms, failures=usage.failures+excluded.failures, "
+                "fallbacks=usage.fallbacks+excluded.fallbacks",
             [(kind, stage, u.calls, u.prompt_tokens, u.completion_tokens, u.latency_ms,
-              u.failures, u.fallbacks) for (kind, stage), u in deltas.items()])
+              u.failures, u.fallbacks) for (kind, stage), u in sorted(deltas.items())])  # one lock order
 
     def usage(self) -> dict[tuple[str, str], StageUsage]:
         rows = self._query("SELECT kind, stage, calls, prompt_tokens, completion_tokens, latency_ms, failures, "

@@ -19,7 +19,7 @@ import typer
 
 from .._config import Config
 from .._errors import DialogmemError
-from .._journal import Journal
+from .._journal import Journal, open_journal
 from .._maintenance import StorePaths
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def _journal(config: Path | None, data_dir: Path | None) -> Iterator[Journal]:
     root = Path(cfg.data_dir).expanduser()
     try:
         root.mkdir(parents=True, exist_ok=True)
-        journal = Journal(StorePaths(root).journal)
+        journal = open_journal(cfg.journal, StorePaths(root).journal)
     except (OSError, DialogmemError) as exc:
         raise _fail(str(exc)) from None
     try:
