@@ -10,6 +10,9 @@ add: opening a store never deletes or rewrites data.
   history rows (so a change can be undone); the store's identity (``store_id``) and the
   generation of its vector index. A store written by v1 keeps its memories in the index only;
   ``import_index`` tells the facade to copy them into the journal once.
+* v3 (``_v3_graph``) — the LTM graph, shared by the users of the store and de-identified: nodes
+  (with their embedding), edges, and evidence links from one subject's memory to one node or edge
+  (the subject is a keyed hash of the user id, never the id itself).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sqlite3
 from collections.abc import Callable
 from enum import IntEnum
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class TurnStatus(IntEnum):
@@ -133,5 +136,41 @@ def _v2(db: sqlite3.Connection) -> None:
         db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('import_index', '1')")
 
 
+def _v3_graph(db: sqlite3.Connection) -> None:
+    run_script(db, """
+        CREATE TABLE IF NOT EXISTS ltm_nodes (
+            id TEXT PRIMARY KEY,
+            type TEXT NOT NULL,
+            text TEXT NOT NULL,
+            evidence INTEGER NOT NULL,
+            confidence REAL NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            dropped_at REAL,
+            vector BLOB
+        );
+        CREATE TABLE IF NOT EXISTS ltm_edges (
+            id TEXT PRIMARY KEY,
+            type TEXT NOT NULL,
+            source TEXT NOT NULL,
+            target TEXT NOT NULL,
+            evidence INTEGER NOT NULL,
+            confidence REAL NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            dropped_at REAL
+        );
+        CREATE INDEX IF NOT EXISTS ltm_edges_source ON ltm_edges (source);
+        CREATE INDEX IF NOT EXISTS ltm_edges_target ON ltm_edges (target);
+        CREATE TABLE IF NOT EXISTS ltm_links (
+            subject_key TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            PRIMARY KEY (subject_key, memory_id, target_id)
+        );
+        CREATE INDEX IF NOT EXISTS ltm_links_target ON ltm_links (target_id)
+    """)
+
+
 #: version -> migration; each runs in one transaction together with its version record
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3_graph}
