@@ -261,3 +261,26 @@ def test_graph_rejects_bad_limit(make_memory: Callable[..., Memory], bad: int) -
 
     with pytest.raises(InputError):
         make_memory().graph(limit=bad)
+
+
+def test_a_failed_graph_commit_leaves_no_trace_and_is_retried(make_memory: Callable[..., Memory],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from dialogmem._errors import StoreError
+    from dialogmem._journal._graph import GraphRows
+
+    mem = make_memory()
+    _add_facts(mem, "alice", ["The Louvre is a museum in Paris."], speaker="Alice")
+    original = GraphRows._apply_graph
+
+    def half_then_fail(self: GraphRows, db: Any, graph: Any) -> None:
+        original(self, db, graph)  # everything written inside the transaction...
+        raise StoreError("disk full")  # ...then the commit fails
+
+    monkeypatch.setattr(GraphRows, "_apply_graph", half_then_fail)
+    with pytest.raises(StoreError):
+        mem.sleep()
+    journal = mem._parts.journal
+    assert journal.graph_counts() == {"ltm_nodes": 0, "ltm_edges": 0, "ltm_links": 0} and journal.ltm_since() == 0.0
+    monkeypatch.setattr(GraphRows, "_apply_graph", original)
+    report = mem.sleep().ltm
+    assert report is not None and report.memories == 1 and report.nodes_added > 0  # the same batch again
