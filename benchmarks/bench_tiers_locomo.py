@@ -52,10 +52,18 @@ def run_variant(conv: BenchConversation, base: Path, work: Path, ks: list[int], 
         sleep_s = time.perf_counter() - started
         recalls: dict[int, list[float]] = {k: [] for k in ks}
         latencies: list[float] = []
+        off_latencies: list[float] = []  # the same store with the ltm route off, interleaved (same load)
+        on_config, off_config = mem.config, mem.config.with_overrides(sleep={**sleep, "ltm": False})
         ltm_hits = 0
         for q in conv.questions:
             if not q.evidence:
                 continue
+            if sleep.get("ltm"):
+                mem.config = off_config
+                t0 = time.perf_counter()
+                mem.search(q.question, conv.scope, limit=max(ks), reference_time=question_time(conv, q))
+                off_latencies.append((time.perf_counter() - t0) * 1000)
+                mem.config = on_config
             t0 = time.perf_counter()
             res = mem.search(q.question, conv.scope, limit=max(ks), reference_time=question_time(conv, q))
             latencies.append((time.perf_counter() - t0) * 1000)
@@ -68,6 +76,7 @@ def run_variant(conv: BenchConversation, base: Path, work: Path, ks: list[int], 
         counts = mem.stats(conv.scope)["counts"]
     return {"recall": {k: statistics.fmean(v) for k, v in recalls.items()}, "questions": len(latencies),
             "p50_ms": statistics.median(latencies), "p95_ms": sorted(latencies)[int(0.95 * (len(latencies) - 1))],
+            "p50_off_ms": statistics.median(off_latencies) if off_latencies else None,
             "ltm_hits": ltm_hits, "active": counts["memories"], "evicted": counts["evicted"],
             "ltm_nodes": counts["ltm_nodes"], "sleep_s": sleep_s,
             "ltm_s": report.ltm.seconds if report.ltm is not None else 0.0}
@@ -99,7 +108,8 @@ def main() -> None:
                 got = run_variant(conv, base, Path(tmp) / "work", ks, sleep)
                 totals[name].append((got["questions"], got))
                 rec = " ".join(f"R@{k}={got['recall'][k]:.3f}" for k in ks)
-                print(f"  {name:22s} {rec} p50={got['p50_ms']:.1f}ms p95={got['p95_ms']:.1f}ms "
+                off = f" (route off, interleaved: p50={got['p50_off_ms']:.1f}ms)" if got["p50_off_ms"] else ""
+                print(f"  {name:22s} {rec} p50={got['p50_ms']:.1f}ms{off} p95={got['p95_ms']:.1f}ms "
                       f"active={got['active']} evicted={got['evicted']} ltm_nodes={got['ltm_nodes']} "
                       f"ltm_hits={got['ltm_hits']} sleep={got['sleep_s']:.1f}s (ltm {got['ltm_s']:.1f}s)",
                       flush=True)

@@ -254,7 +254,8 @@ class Memory(Operations):
             speakers=self._known_speakers(user_id), personal_hits=s.ltm_search_hits, min_score=s.ltm_min_score,
             subject_key=self._parts.consolidator.subject_key(user_id),
             memories=lambda ids: self._parts.journal.memories(user_id, statuses=("active", "evicted"), ids=ids,
-                                                              limit=len(ids) or 1))
+                                                              limit=len(ids) or 1),
+            view_vectors=result.view_vectors)
         result.timings_ms["ltm"] = ms
         self._parts.usage.record("latency", "search.ltm", calls=1, latency_ms=ms)
         return merged

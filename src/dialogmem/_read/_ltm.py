@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -101,13 +101,19 @@ class GraphSearcher:
         return not self._snapshot().nodes
 
     def search(self, queries: Sequence[str], n: int, *, min_score: float, subject_key: str,
-               memories: Callable[[list[str]], list[MemoryRecord]]) -> list[SearchHit]:
+               memories: Callable[[list[str]], list[MemoryRecord]],
+               known: Mapping[str, np.ndarray] | None = None) -> list[SearchHit]:
         """Up to ``n`` graph hits for the query texts (best first); ``memories(ids)`` reads this
-        user's own memories (active or evicted) for the citations."""
+        user's own memories (active or evicted) for the citations; ``known``: vectors of query texts
+        embedded already (the read pipeline's views), so the route costs no second embedding."""
         snap = self._snapshot()
         if n <= 0 or not snap.nodes or not queries:
             return []
-        vecs = self.embedder.embed(list(queries))
+        have = dict(known or {})
+        missing = [q for q in dict.fromkeys(queries) if q not in have]
+        if missing:
+            have.update(zip(missing, self.embedder.embed(missing), strict=True))
+        vecs = np.stack([np.asarray(have[q], dtype=np.float32) for q in queries])
         best = np.max(snap.matrix @ np.asarray(vecs, dtype=np.float32).T, axis=1)
         scores = {snap.nodes[i].id: float(best[i]) for i in np.flatnonzero(best >= min_score)}
         for q in queries:
@@ -144,13 +150,30 @@ class GraphSearcher:
 
 def route_ltm(searcher: GraphSearcher, plan: QueryPlan, mtm_hits: list[SearchHit], k: int, *,
               speakers: Sequence[str], personal_hits: int, min_score: float, subject_key: str,
-              memories: Callable[[list[str]], list[MemoryRecord]]) -> tuple[list[SearchHit], float]:
+              memories: Callable[[list[str]], list[MemoryRecord]],
+              view_vectors: np.ndarray | None = None) -> tuple[list[SearchHit], float]:
     """The ``k`` results: graph hits in their slots, MTM hits in the rest (MTM first, each list in
     its own order); and the milliseconds the route took."""
     started = time.perf_counter()
     slots = ltm_slots(plan, k, speakers=speakers, personal_hits=personal_hits)
     if slots <= 0 or searcher.empty():
         return mtm_hits[:k], (time.perf_counter() - started) * 1000.0
-    views = [h.text for h in plan.hqs if h.route == "ltm"] or [plan.query]
-    ltm = searcher.search(views, slots, min_score=min_score, subject_key=subject_key, memories=memories)
+    views = [h.text for h in plan.hqs if h.route == "ltm"] or [plan.query.strip() or plan.query]
+    known = {} if view_vectors is None else {h.text: v for h, v in zip(plan.hqs, view_vectors, strict=False)}
+    found = searcher.search(views, slots, min_score=min_score, subject_key=subject_key, memories=memories,
+                            known=known)
+    ltm = useful_graph_hits(mtm_hits, found, k)
     return [*mtm_hits[: k - len(ltm)], *ltm], (time.perf_counter() - started) * 1000.0
+
+
+def useful_graph_hits(mtm_hits: Sequence[SearchHit], graph_hits: Sequence[SearchHit], k: int) -> list[SearchHit]:
+    """The graph hits worth a slot, best first: a hit that cites only turns the MTM hits it would
+    sit beside already cite adds nothing the user's own memories do not say, and leaves its slot to
+    MTM. A hit citing nothing (general knowledge the user has no evidence for) is kept."""
+    kept: list[SearchHit] = []
+    for hit in graph_hits:
+        beside = {t for h in mtm_hits[: max(0, k - len(kept) - 1)] for t in h.source_turn_ids}
+        if hit.source_turn_ids and set(hit.source_turn_ids) <= beside:
+            continue
+        kept.append(hit)
+    return kept
