@@ -312,3 +312,16 @@ def test_routing_and_budget_split() -> None:
     assert [h.id for h in useful_graph_hits(mtm, [redundant, new, general_fact], 3)] == ["g2", "g3"]
     # t3 sits in the slot the graph hit would take: the hit brings it back, so it is kept
     assert [h.id for h in useful_graph_hits(mtm, [_hit("g4", ["t3"], "ltm")], 3)] == ["g4"]
+
+
+def test_read_only_store_reads_the_graph(make_memory: Callable[..., Memory], tmp_path: Any) -> None:
+    mem = make_memory("ro")
+    _add_facts(mem, "alice", ["The Louvre is a museum in Paris."], speaker="Alice")
+    mem.sleep()
+    nodes = {n.text for n in mem.graph().nodes}
+    mem.close()
+    with Memory(data_dir=tmp_path / "ro", read_only=True) as ro:
+        assert {n.text for n in ro.graph().nodes} == nodes
+        # bob has no evidence: the shared fact is his to read (alice's own MTM hit already says it for her)
+        assert any(h.tier == "ltm" and "Louvre" in h.memory for h in ro.search("What is the Louvre?", "bob",
+                                                                                limit=4).hits)
