@@ -256,8 +256,9 @@ class Memory(Operations):
             memories=lambda ids: self._parts.journal.memories(user_id, statuses=("active", "evicted"), ids=ids,
                                                               limit=len(ids) or 1),
             view_vectors=result.view_vectors)
-        result.timings_ms["ltm"] = ms
-        self._parts.usage.record("latency", "search.ltm", calls=1, latency_ms=ms)
+        if ms is not None:  # the graph was searched
+            result.timings_ms["ltm"] = ms
+            self._parts.usage.record("latency", "search.ltm", calls=1, latency_ms=ms)
         return merged
 
     def answer(self, query: str, user_id: str, *, limit: int | None = None,

@@ -151,13 +151,13 @@ class GraphSearcher:
 def route_ltm(searcher: GraphSearcher, plan: QueryPlan, mtm_hits: list[SearchHit], k: int, *,
               speakers: Sequence[str], personal_hits: int, min_score: float, subject_key: str,
               memories: Callable[[list[str]], list[MemoryRecord]],
-              view_vectors: np.ndarray | None = None) -> tuple[list[SearchHit], float]:
+              view_vectors: np.ndarray | None = None) -> tuple[list[SearchHit], float | None]:
     """The ``k`` results: graph hits in their slots, MTM hits in the rest (MTM first, each list in
-    its own order); and the milliseconds the route took."""
+    its own order); and the milliseconds the route took (``None``: no slot, or an empty graph)."""
     started = time.perf_counter()
     slots = ltm_slots(plan, k, speakers=speakers, personal_hits=personal_hits)
     if slots <= 0 or searcher.empty():
-        return mtm_hits[:k], (time.perf_counter() - started) * 1000.0
+        return mtm_hits[:k], None
     views = [h.text for h in plan.hqs if h.route == "ltm"] or [plan.query.strip() or plan.query]
     known = {} if view_vectors is None else {h.text: v for h, v in zip(plan.hqs, view_vectors, strict=False)}
     found = searcher.search(views, slots, min_score=min_score, subject_key=subject_key, memories=memories,
