@@ -8,10 +8,14 @@ index's ``tier="ltm"`` points. Leaks: any whole-word, case-insensitive occurrenc
 name (or a part of it) or the user id in any node or edge text, live or dropped; and, separately,
 capitalised nicknames that are prefixes of a speaker name ("Mel" for "Melanie").
 
+With ``--wired`` the same conversation goes through the library as it runs for a user: turns are
+added live, ``Memory.sleep()`` runs every ``--cycle`` turns (MTM bound ``--capacity``, then one LTM
+consolidation cycle committed by the change writer), and the graph is read back from the journal.
+
 Usage::
 
     python benchmarks/bench_ltm_graph.py [--data locomo10_dev.json] [--conv 0] [--cycle 15] [--capacity 200]
-        [--single-word-concepts]
+        [--single-word-concepts] [--wired]
 """
 
 from __future__ import annotations
@@ -102,9 +106,13 @@ def main() -> None:
     ap.add_argument("--cycle", type=int, default=15)
     ap.add_argument("--capacity", type=int, default=200)
     ap.add_argument("--single-word-concepts", action="store_true")
+    ap.add_argument("--wired", action="store_true", help="through Memory.add / Memory.sleep")
     args = ap.parse_args()
     conv = json.loads(Path(args.data).read_text(encoding="utf-8"))[args.conv]
     speakers = [conv["conversation"]["speaker_a"], conv["conversation"]["speaker_b"]]
+    if args.wired:
+        wired(conv, speakers, args.cycle, args.capacity)
+        return
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         records, turns = build_memories(conv, Path(tmp) / "store")
@@ -154,6 +162,44 @@ def main() -> None:
     print(f"eviction plan for capacity {args.capacity}: {plan.before} -> {plan.after} "
           f"({len(plan.evict)} evicted, {sum(len(g.absorbed_ids) for g in plan.compress)} compressed "
           f"in {len(plan.compress)} groups) in {1000 * (time.perf_counter() - started):.1f} ms")
+
+
+def wired(conv: dict, speakers: list[str], cycle: int, capacity: int) -> None:
+    turns = 0
+    seconds: list[float] = []
+    evicted = 0
+    with tempfile.TemporaryDirectory() as tmp, \
+            Memory(data_dir=Path(tmp) / "store", sleep={"mtm_capacity": capacity}) as mem:
+        for batch in parse_conversation(conv):
+            for msg in batch.messages:
+                mem.add([msg], USER, session_id=batch.session_id, timestamp=batch.timestamp)
+                turns += 1
+                if turns % cycle == 0:
+                    mem.flush(USER)
+                    report = mem.sleep()
+                    evicted += report.evicted + report.compressed
+                    if report.ltm is not None and report.ltm.memories:
+                        seconds.append(report.ltm.seconds)
+        mem.flush(USER)
+        evicted += mem.sleep().evicted
+        counts = mem.stats(USER)["counts"]
+        view = mem._parts.journal.graph_view()
+    live = view.live_nodes()
+    live_edges = [e for e in view.edges.values() if e.live]
+    print(f"wired: {turns} turns, sleep every {cycle} turns, mtm_capacity {capacity}: active {counts['memories']}, "
+          f"evicted {counts['evicted']}; ltm nodes {counts['ltm_nodes']} ({counts['ltm_nodes'] / turns:.3f}/turn), "
+          f"edges {counts['ltm_edges']} ({counts['ltm_edges'] / turns:.3f}/turn), links {counts['ltm_links']}")
+    print(f"node types (live): {dict(Counter(n.type for n in live))}; edges by type: "
+          f"{dict(Counter(e.type for e in live_edges))}; dropped nodes {len(view.nodes) - len(live)}")
+    if seconds:
+        print(f"consolidation: {len(seconds)} cycles, median {sorted(seconds)[len(seconds) // 2]:.3f}s, "
+              f"max {max(seconds):.3f}s per cycle")
+    words = {w for s in speakers for w in re.findall(r"\w+", s) if len(w) >= 2} | {USER}
+    found = leaks(view, words)
+    print(f"leak check over {len(view.nodes) + len(view.edges)} node/edge texts for {sorted(words)}: "
+          f"{len(found)} leaks")
+    for t, w in found[:10]:
+        print(f"  LEAK {w!r} in {t!r}")
 
 
 if __name__ == "__main__":

@@ -71,7 +71,8 @@ def test_unknown_user(mem: Memory) -> None:
     with pytest.raises(NotFoundError):
         mem.get("00000000-0000-0000-0000-000000000000", "ghost")
     assert mem.stats("ghost")["counts"] == {"memories": 0,
-        "evicted": 0, "turns": 0, "pending_turns": 0, "quarantined_turns": 0}
+        "evicted": 0, "turns": 0, "pending_turns": 0, "quarantined_turns": 0,
+        "ltm_nodes": 0, "ltm_edges": 0, "ltm_links": 0}
 
 
 @pytest.mark.parametrize("user", ["", "   ", None, 5, "a" * 300, "tab\tuser"])

@@ -49,7 +49,8 @@ def test_counts_and_forget_are_scoped(two_users: Memory) -> None:
     mem = two_users
     alice_count = mem.stats("alice")["counts"]["memories"]
     assert mem.stats("bob")["counts"] == {"memories": 1,
-        "evicted": 0, "turns": 1, "pending_turns": 0, "quarantined_turns": 0}
+        "evicted": 0, "turns": 1, "pending_turns": 0, "quarantined_turns": 0,
+        "ltm_nodes": 0, "ltm_edges": 0, "ltm_links": 0}
     assert mem.forget_user("bob") == {"memories": 1, "turns": 1}
     assert mem.stats("alice")["counts"]["memories"] == alice_count
     assert mem.forget_user("nobody") == {"memories": 0, "turns": 0}

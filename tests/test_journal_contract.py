@@ -307,3 +307,40 @@ def test_the_protocol_lists_every_journal_call_made_outside_the_journal() -> Non
     assert called - members == set(), "calls missing from the Journal protocol"
     # beyond the calls found by name: the journal's own surface its tests and the facade's counters use
     assert members - called == {"add_access", "add_usage", "turns", "schema_version", "read_only", "path", "shared"}
+
+
+def test_ltm_graph_rows_links_and_vectors(opener: Opener) -> None:
+    from dialogmem._changes import GraphCommit
+    from dialogmem._sleep._graph import EvidenceLink, GraphDelta, GraphEdge, GraphNode
+
+    j = opener()
+    a = GraphNode(id="n1", type="Entity", text="pottery class", evidence=1, confidence=0.5, created_at=1.0,
+                  updated_at=1.0)
+    b = a.model_copy(update={"id": "n2", "text": "clay"})
+    edge = GraphEdge(id="e1", type="RelatedTo", source="n1", target="n2", evidence=1, confidence=0.5)
+    links = [EvidenceLink(subject_key="k1", memory_id="m1", target_id=t) for t in ("n1", "n2", "e1")]
+    delta = GraphDelta(insert_nodes=[a, b], insert_edges=[edge], add_links=links)
+    j.commit_graph(GraphCommit(delta=delta, vectors={"n1": _vec(1), "n2": _vec(2)}, since=5.0))
+    j.commit_graph(GraphCommit(delta=GraphDelta(add_links=links[:1])))  # the same link again: no error
+    assert j.graph_counts()["ltm_nodes"] == 2 and j.graph_counts()["ltm_edges"] == 1
+    nodes, vectors = j.graph_node_vectors()
+    assert sorted(n.id for n in nodes) == ["n1", "n2"] and vectors.shape == (2, 4)
+    assert len(j.graph_links("k1")) == 3 and j.ltm_since() == 5.0 and j.graph_generation() == 1
+    updated = a.model_copy(update={"evidence": 2, "updated_at": 2.0})  # no vector given: the stored one stays
+    j.commit_graph(GraphCommit(delta=GraphDelta(update_nodes=[updated])))
+    nodes, vectors = j.graph_node_vectors()
+    assert vectors[[n.id for n in nodes].index("n1")].tolist() == _vec(1).tolist()
+    assert j.graph_view().nodes["n1"].evidence == 2
+
+
+def test_api_keys_are_stored_hashed_and_revocable(opener: Opener) -> None:
+    j = opener()
+    row, key = j.create_key("user", "u", label="agent")
+    admin, admin_key = j.create_key("admin")
+    assert j.verify_key(key) == row and j.verify_key(admin_key) == admin
+    assert j.verify_key(key[:-1] + ("A" if key[-1] != "A" else "B")) is None
+    assert {k.key_id for k in j.list_keys()} == {row.key_id, admin.key_id}
+    j.revoke_key(row.key_id)
+    assert j.verify_key(key) is None and [k.key_id for k in j.list_keys()] == [admin.key_id]
+    with pytest.raises(InputError):
+        j.create_key("admin", "u")

@@ -100,7 +100,8 @@ def test_forget_user_removes_everything(mem: Any, sample_data: dict[str, Any]) -
     assert mem.get_all("alice") == []
     assert mem.search("Biscuit", "alice").hits == []
     assert mem.stats("alice")["counts"] == {"memories": 0, "evicted": 0, "turns": 0, "pending_turns": 0,
-                                            "quarantined_turns": 0}
+                                            "quarantined_turns": 0, "ltm_nodes": 0, "ltm_edges": 0,
+                                            "ltm_links": 0}
     with pytest.raises(NotFoundError):
         mem.history(some_id, "alice")
     assert mem.stats("bob")["counts"]["memories"] >= 30  # the other user is untouched

@@ -72,7 +72,8 @@ def test_reopening_never_deletes(tmp_path: Path) -> None:
             mem.add(f"Fact number {i}: the locker code is {1000 + i}.", "u", flush=True)
     with Memory(data_dir=data_dir) as mem:
         assert mem.stats("u")["counts"] == {"memories": 3,
-        "evicted": 0, "turns": 3, "pending_turns": 0, "quarantined_turns": 0}
+        "evicted": 0, "turns": 3, "pending_turns": 0, "quarantined_turns": 0,
+        "ltm_nodes": 0, "ltm_edges": 0, "ltm_links": 0}
 
 
 def test_pending_turns_survive_close(tmp_path: Path) -> None:

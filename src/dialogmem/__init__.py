@@ -6,6 +6,7 @@ Offline by default (local embeddings, embedded Qdrant Edge, SQLite journal); bet
 
 from ._async import AsyncMemory
 from ._config import Config, EmbedderConfig, LLMConfig, StoreConfig
+from ._consolidation import ConsolidationReport
 from ._errors import (
     ConfigError,
     DialogmemError,
@@ -23,6 +24,7 @@ from ._models import Embedder, LLMClient, ScriptedLLM
 from ._read import Answer
 from ._repair import RepairReport
 from ._settings import ReadSettings, SleepSettings, WriteSettings
+from ._sleep._graph import GraphEdge, GraphNode, LTMGraph
 from ._sleeptime import SleepReport
 from ._store import IndexFilter, VectorIndex
 from ._types import (
@@ -46,10 +48,13 @@ __all__ = [
     "AsyncMemory",
     "Config",
     "ConfigError",
+    "ConsolidationReport",
     "DialogmemError",
     "Embedder",
     "EmbedderConfig",
     "Event",
+    "GraphEdge",
+    "GraphNode",
     "HistoryEntry",
     "IndexFilter",
     "InputError",
@@ -59,6 +64,7 @@ __all__ = [
     "LLMOutputError",
     "LLMTimeoutError",
     "LLMUnavailableError",
+    "LTMGraph",
     "Memory",
     "MemoryRecord",
     "Message",

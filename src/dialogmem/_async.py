@@ -21,6 +21,7 @@ from ._errors import StoreError
 from ._memory import Memory, Messages, When
 from ._read import Answer
 from ._repair import RepairReport
+from ._sleep._graph import LTMGraph
 from ._sleeptime import SleepReport
 from ._store import IndexFilter
 from ._types import AddResult, HistoryEntry, MemoryRecord, QuarantinedTurn, SearchHit, SearchResult
@@ -128,6 +129,9 @@ class AsyncMemory:
 
     async def sleep(self, user_id: str | None = None) -> SleepReport:
         return await self._run((await self._ensure()).sleep, user_id)
+
+    async def graph(self, user_id: str | None = None, *, query: str | None = None, limit: int = 100) -> LTMGraph:
+        return await self._run((await self._ensure()).graph, user_id, query=query, limit=limit)
 
     async def stats(self, user_id: str | None = None) -> dict[str, Any]:
         return await self._run((await self._ensure()).stats, user_id)

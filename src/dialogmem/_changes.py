@@ -10,11 +10,14 @@ applies it to the vector index. The journal is the source of truth; the index is
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ._types import Event, MemoryRecord, Turn
+
+if TYPE_CHECKING:
+    from ._sleep._graph import GraphDelta
 
 RemovalStatus = Literal["deleted", "evicted"]
 
@@ -45,6 +48,17 @@ class MemoryRemoval:
 
 
 @dataclass
+class GraphCommit:
+    """One LTM consolidation cycle (or one subject's removal) for the shared graph: the delta, the
+    embeddings of new node texts, and the wall-clock time the cycle's batch was read up to (the
+    next cycle starts from it; ``None`` leaves it as it is)."""
+
+    delta: GraphDelta
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    since: float | None = None
+
+
+@dataclass
 class ChangeSet:
     """Everything one unit of work changes for one user, committed atomically."""
 
@@ -55,6 +69,7 @@ class ChangeSet:
     processed: list[str] = field(default_factory=list)  # turn ids whose memories are written here
     quarantined: dict[str, str] = field(default_factory=dict)  # turn id -> why it could not be processed
     sleep_done: list[str] = field(default_factory=list)  # memory ids leaving the sleep queue
+    graph: GraphCommit | None = None  # the shared LTM graph's change, committed in the same transaction
 
     def merge(self, other: ChangeSet) -> None:
         """Add ``other`` (same user) to this set, so both commit in one transaction."""
@@ -66,7 +81,15 @@ class ChangeSet:
         self.processed += other.processed
         self.quarantined.update(other.quarantined)
         self.sleep_done += other.sleep_done
+        if other.graph is not None:
+            if self.graph is not None:
+                raise ValueError("a change set holds one graph change")
+            self.graph = other.graph
 
     def is_empty(self) -> bool:
         return not (self.turns or self.writes or self.removals or self.processed or self.quarantined
-                    or self.sleep_done)
+                    or self.sleep_done or (self.graph is not None and not _graph_empty(self.graph)))
+
+
+def _graph_empty(graph: GraphCommit) -> bool:
+    return graph.delta.is_empty() and graph.since is None

@@ -22,6 +22,7 @@ from ._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from ._config import Config
 from ._conversation import Conversation, read_conversation_source
 from ._errors import ConfigError, NotFoundError, StoreError
+from ._graphview import read_graph
 from ._input import check_bounded_text, check_id, check_int, to_turns
 from ._journal import IndexState, TurnStatus
 from ._lifecycle import CallGate, StoreLock
@@ -29,8 +30,10 @@ from ._models import LLMClient
 from ._open import Parts, open_parts
 from ._operators import Operations
 from ._read import Answer
-from ._read._pipeline import describe_plan
+from ._read._ltm import route_ltm
+from ._read._pipeline import ReadResult, describe_plan
 from ._records import coerce_filter, edited, matches
+from ._sleep._graph import LTMGraph
 from ._sleeptime import SleepReport
 from ._store import IndexFilter
 from ._timeparse import parse_timestamp
@@ -212,6 +215,7 @@ class Memory(Operations):
             check_id("user_id", user_id)
             with self._parts.ingest.user_lock(user_id):
                 self._parts.access.forget(user_id)
+                self._parts.consolidator.forget(user_id)  # first: no evidence outlives its user
                 counts = self._parts.journal.forget_user(user_id)
                 self._parts.index.delete_user(user_id)
                 self._parts.index.flush()
@@ -236,10 +240,28 @@ class Memory(Operations):
                 reference_time=parse_timestamp(reference_time) if reference_time is not None else None,
                 recent_context=context, known_speakers=self._known_speakers(user_id))
             hits = [SearchHit.from_record(s.record, s.score) for s in result.hits]
-            if self.config.read.track_access and hits and not self.config.read_only \
-                    and self._parts.access.record(user_id, [h.id for h in hits], time.time()):
+            if self.config.sleep.ltm:
+                hits = self._with_ltm(user_id, result, hits, limit)
+            mtm_ids = [h.id for h in hits if h.tier != "ltm"]
+            if self.config.read.track_access and mtm_ids and not self.config.read_only \
+                    and self._parts.access.record(user_id, mtm_ids, time.time()):
                 self._parts.writer.flush_counters()
             return SearchResult(query=query, hits=hits, plan=describe_plan(result), timings_ms=result.timings_ms)
+
+    def _with_ltm(self, user_id: str, result: ReadResult, hits: list[SearchHit], limit: int | None) -> list[SearchHit]:
+        """The ``ltm`` route: graph facts within the same budget (``_read._ltm``)."""
+        s = self.config.sleep
+        merged, ms = route_ltm(
+            self._parts.graph_search, result.plan, hits, limit if limit is not None else result.plan.k,
+            speakers=self._known_speakers(user_id), personal_hits=s.ltm_search_hits, min_score=s.ltm_min_score,
+            subject_key=self._parts.consolidator.subject_key(user_id),
+            memories=lambda ids: self._parts.journal.memories(user_id, statuses=("active", "evicted"), ids=ids,
+                                                              limit=len(ids) or 1),
+            view_vectors=result.view_vectors)
+        if ms is not None:  # the graph was searched
+            result.timings_ms["ltm"] = ms
+            self._parts.usage.record("latency", "search.ltm", calls=1, latency_ms=ms)
+        return merged
 
     def answer(self, query: str, user_id: str, *, limit: int | None = None,
                reference_time: When | None = None) -> Answer:
@@ -312,11 +334,15 @@ class Memory(Operations):
 
     # -- sleep time ---------------------------------------------------------------------------
     def sleep(self, user_id: str | None = None) -> SleepReport:
-        """Offline update: reconcile entries added since the last sleep with their older neighbours."""
+        """Offline work: reconcile entries added since the last sleep with their older neighbours;
+        bound each user's MTM to ``sleep.mtm_capacity`` (evicted items stay readable with ``get``);
+        then, with ``sleep.ltm``, one consolidation cycle of the shared LTM graph (over every user's
+        new and evicted items, whichever ``user_id`` is given: the graph is shared)."""
         with self._call():
             self._writable()
             started = time.perf_counter()
-            pending = self._parts.journal.sleep_pending(check_id("user_id", user_id) if user_id else None)
+            scope = check_id("user_id", user_id) if user_id else None
+            pending = self._parts.journal.sleep_pending(scope)
             report = SleepReport()
             for uid in pending:
                 with self._parts.ingest.user_lock(uid):
@@ -324,9 +350,30 @@ class Memory(Operations):
                     ids = self._parts.journal.sleep_pending(uid).get(uid, [])
                     if ids:
                         report.add(self._parts.sleeper.run_user(uid, ids))
+            capacity = self.config.sleep.mtm_capacity
+            self._parts.writer.flush_counters()  # eviction weighs access counts: the latest ones too
+            for uid in self._parts.journal.users_over_capacity(capacity, scope):
+                with self._parts.ingest.user_lock(uid):
+                    got = self._parts.evictor.run_user(uid, capacity)
+                report.evicted += got.evicted
+                report.compressed += got.compressed
+            if self.config.sleep.ltm:
+                report.ltm = self._parts.consolidator.run()
             self._parts.writer.checkpoint()
             report.seconds = round(time.perf_counter() - started, 3)
             return report
+
+    def graph(self, user_id: str | None = None, *, query: str | None = None, limit: int = 100) -> LTMGraph:
+        """The shared LTM graph: live nodes (strongest evidence first) and the live edges between
+        them. ``user_id``: only what this user's memories support (``evidence`` lists their ids);
+        ``query``: the nodes matching it and their one-hop neighbours."""
+        with self._call():
+            check_int("limit", limit, 1, 10_000)
+            key = self._parts.consolidator.subject_key(check_id("user_id", user_id)) if user_id is not None else None
+            if query is not None:
+                check_bounded_text("query", query, self.config.read.max_query_chars, "read.max_query_chars")
+            return read_graph(self._parts.journal, self._parts.graph_search, subject_key=key, query=query,
+                              limit=limit, min_score=self.config.sleep.ltm_min_score)
 
     # -- statistics ---------------------------------------------------------------------------
     def stats(self, user_id: str | None = None) -> dict[str, Any]:
@@ -346,6 +393,7 @@ class Memory(Operations):
                 "pending_turns": j.count_turns(user_id, TurnStatus.PENDING),
                 "quarantined_turns": j.count_turns(user_id, TurnStatus.QUARANTINED),
             }
+            out["counts"].update(self._graph_counts(user_id))
             if user_id is None:
                 out["counts"]["index_failed"] = j.count_index_state(IndexState.FAILED)
             return out
@@ -356,3 +404,13 @@ class Memory(Operations):
         Keys are made with ``dialogmem keys create``; only their SHA-256 is stored."""
         with self._call():
             return self._parts.journal.verify_key(key)
+
+    def _graph_counts(self, user_id: str | None) -> dict[str, int]:
+        """Live LTM nodes and edges (store-wide: the graph is shared); with a user, also how many
+        evidence links that user's memories hold."""
+        counts = self._parts.journal.graph_counts()
+        if user_id is None:
+            return counts
+        key = self._parts.consolidator.subject_key(user_id)
+        return {"ltm_nodes": counts["ltm_nodes"], "ltm_edges": counts["ltm_edges"],
+                "ltm_links": len(self._parts.journal.graph_links(key))}

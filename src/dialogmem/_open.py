@@ -13,13 +13,16 @@ from pathlib import Path
 
 from ._access import AccessLog
 from ._config import Config
+from ._consolidation import LTMConsolidator
 from ._errors import StoreError
+from ._evict import Evictor
 from ._ingest import Ingest
 from ._journal import IndexState, Journal, open_journal
 from ._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
 from ._models import LLMClient, make_embedder, make_llm
 from ._models._embed_base import Embedder
 from ._read import Answerer, ReadPipeline, make_planner, make_selector
+from ._read._ltm import GraphSearcher
 from ._sleeptime import SleepRunner
 from ._store import EdgeIndex, VectorIndex, open_index
 from ._store._readonly import ReadOnlyIndex
@@ -48,6 +51,9 @@ class Parts:
     read: ReadPipeline
     answerer: Answerer
     sleeper: SleepRunner
+    evictor: Evictor
+    consolidator: LTMConsolidator
+    graph_search: GraphSearcher
 
     def close(self) -> None:
         try:
@@ -96,6 +102,9 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
                               make_selector(config.read.selector, llm), usage),
             answerer=Answerer(llm),
             sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
+            evictor=Evictor(journal, writer),
+            consolidator=LTMConsolidator(journal, writer, embedder, llm, config.sleep),
+            graph_search=GraphSearcher(journal, embedder),
         )
         if not read_only:
             _reconcile(parts)

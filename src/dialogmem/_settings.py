@@ -45,6 +45,22 @@ class SleepSettings(_Section):
     keep_top_n: int = Field(10, ge=1)
     score_threshold: float = Field(0.8, ge=-1.0, le=1.0)
     max_workers: int = Field(4, ge=1, le=64)
+    # -- memory tiers (seed 000 §3.5-3.6) --
+    # B of eq. 6: a user's active MTM items after ``sleep()``; beyond it the lowest-utility items
+    # are compressed into near-duplicates or evicted (they stay readable with ``get``, leave search,
+    # and feed LTM consolidation). The default is far above what a LoCoMo conversation produces.
+    mtm_capacity: int = Field(100_000, ge=1)
+    # The shared, de-identified LTM graph: consolidated by ``sleep()``, searched by the ``ltm`` route.
+    ltm: bool = True
+    # Backend of LTM abstraction: "llm" (the consolidation prompt, one call per 20 memories of each
+    # cycle), "rules" (co-occurrence graph), "auto". "rules" by default: an LLM is only spent on it
+    # when asked for.
+    consolidator: Literal["auto", "llm", "rules"] = "rules"
+    # Of the K search results, at most this many are LTM graph facts for a question about the user
+    # (a personal reference: a pronoun or a speaker's name); a general question gets up to K // 2.
+    ltm_search_hits: int = Field(2, ge=0, le=50)
+    # A graph node is a search hit only with at least this cosine to the query.
+    ltm_min_score: float = Field(0.45, ge=-1.0, le=1.0)
 
 
 class ServerSettings(_Section):

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ._backends import use_llm
 from ._changes import ChangeSet, MemoryRemoval, MemoryWrite
+from ._consolidation import ConsolidationReport
 from ._journal import Journal
 from ._models import LlamaCppLLM
 from ._models._llm_base import LLMClient
@@ -42,9 +43,15 @@ class SleepReport(BaseModel):
     ignored: int = 0
     llm_calls: int = 0
     seconds: float = 0.0
+    # MTM capacity bound (``sleep.mtm_capacity``): items evicted, items compressed into a near-duplicate
+    evicted: int = 0
+    compressed: int = 0
+    # the LTM consolidation cycle (``sleep.ltm``); ``None`` when it did not run
+    ltm: ConsolidationReport | None = None
 
     def add(self, other: SleepReport) -> None:
-        for name in ("users", "new_entries", "targets", "updated", "deleted", "merged", "ignored", "llm_calls"):
+        for name in ("users", "new_entries", "targets", "updated", "deleted", "merged", "ignored", "llm_calls",
+                     "evicted", "compressed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 

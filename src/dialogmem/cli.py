@@ -171,6 +171,35 @@ def sleep(user: Annotated[str | None, typer.Option("--user", "-u")] = None,
 
 
 @app.command()
+def graph(user: Annotated[str | None, typer.Option("--user", "-u", help="what this user supports")] = None,
+          query: Annotated[str | None, typer.Option("--query", "-q", help="matching nodes + neighbours")] = None,
+          limit: Annotated[int, typer.Option("--limit", "-n")] = 100,
+          fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or graphml")] = "table",
+          out: Annotated[Path | None, typer.Option("--out", "-o", help="write to this file")] = None,
+          config: ConfigOpt = None, data_dir: DataOpt = None, read_only: ReadOnlyOpt = False) -> None:
+    """Print the shared LTM knowledge graph (or write it as JSON or GraphML)."""
+    if fmt not in ("table", "json", "graphml"):
+        raise _fail(f"--format must be table, json or graphml, not {fmt!r}")
+    g = _run(config, data_dir, lambda m: m.graph(user, query=query, limit=limit), read_only=read_only)
+    if fmt == "table" and out is None:
+        texts = {n.id: n.text for n in g.nodes}
+        table = Table(title=f"LTM graph: {len(g.nodes)} nodes, {len(g.edges)} edges")
+        for col in ("type", "text", "evidence", "confidence"):
+            table.add_column(col)
+        for n in g.nodes:
+            table.add_row(n.type, n.text, str(n.evidence), f"{n.confidence:.3f}")
+        for e in g.edges:
+            table.add_row(e.type, f"{texts[e.source]} -> {texts[e.target]}", str(e.evidence), f"{e.confidence:.3f}")
+        Console().print(table)
+        return
+    text = g.to_graphml() if fmt == "graphml" else g.model_dump_json(indent=2)
+    if out is None:
+        typer.echo(text)
+    else:
+        out.write_text(text + "\n", encoding="utf-8")
+
+
+@app.command()
 def stats(user: Annotated[str | None, typer.Option("--user", "-u")] = None,
           config: ConfigOpt = None, data_dir: DataOpt = None, read_only: ReadOnlyOpt = False) -> None:
     """Token statistics, latency per stage and counts."""

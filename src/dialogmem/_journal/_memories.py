@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
+from .._changes import ChangeSet, GraphCommit, MemoryRemoval, MemoryWrite
 from .._errors import StoreError
 from .._types import HistoryEntry, MemoryRecord, Turn
 from .._usage import StageUsage
@@ -41,6 +41,7 @@ class MemoryRows:
     def _insert_history(db: sqlite3.Connection, user_id: str, e: HistoryEntry) -> None: ...
     @staticmethod
     def _add_usage(db: sqlite3.Connection, deltas: Mapping[tuple[str, str], StageUsage]) -> None: ...
+    def _apply_graph(self, db: sqlite3.Connection, graph: GraphCommit) -> None: ...  # by GraphRows (first in the MRO)
 
     # -- the one commit ---------------------------------------------------------------------
     def commit(self, cs: ChangeSet, vectors: Mapping[str, np.ndarray], *,
@@ -64,6 +65,8 @@ class MemoryRows:
                 _set_status(db, cs.user_id, [turn_id], TurnStatus.QUARANTINED, error[:2000])
             db.executemany("DELETE FROM sleep_pending WHERE user_id=? AND memory_id=?",
                            [(cs.user_id, m) for m in cs.sleep_done])
+            if cs.graph is not None:
+                self._apply_graph(db, cs.graph)
             _add_access(db, access)
             if usage:
                 self._add_usage(db, usage)

@@ -125,5 +125,40 @@ def _v3_keys(db: Conn) -> None:
     """)
 
 
+def _v4_graph(db: Conn) -> None:
+    _script(db, """
+        CREATE TABLE IF NOT EXISTS ltm_nodes (
+            id TEXT PRIMARY KEY,
+            type TEXT NOT NULL,
+            text TEXT NOT NULL,
+            evidence BIGINT NOT NULL,
+            confidence DOUBLE PRECISION NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            dropped_at DOUBLE PRECISION,
+            vector BYTEA
+        );
+        CREATE TABLE IF NOT EXISTS ltm_edges (
+            id TEXT PRIMARY KEY,
+            type TEXT NOT NULL,
+            source TEXT NOT NULL,
+            target TEXT NOT NULL,
+            evidence BIGINT NOT NULL,
+            confidence DOUBLE PRECISION NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            dropped_at DOUBLE PRECISION
+        );
+        CREATE INDEX IF NOT EXISTS ltm_edges_source ON ltm_edges (source);
+        CREATE INDEX IF NOT EXISTS ltm_edges_target ON ltm_edges (target);
+        CREATE TABLE IF NOT EXISTS ltm_links (
+            subject_key TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            PRIMARY KEY (subject_key, memory_id, target_id)
+        );
+        CREATE INDEX IF NOT EXISTS ltm_links_target ON ltm_links (target_id)
+    """)
+
 #: version -> migration, the twin of ``_schema.MIGRATIONS``
-PG_MIGRATIONS: dict[int, Callable[[Conn], None]] = {1: _v1, 2: _v2, 3: _v3_keys}
+PG_MIGRATIONS: dict[int, Callable[[Conn], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph}

@@ -12,6 +12,9 @@ add: opening a store never deletes or rewrites data.
   ``import_index`` tells the facade to copy them into the journal once.
 * v3 (``_v3_keys``) — API keys of the server: an id, the SHA-256 of the secret (never the secret),
   the user it reaches (none for an admin key), a label, when it was created and revoked.
+* v4 (``_v4_graph``) — the LTM graph, shared by the users of the store and de-identified: nodes
+  (with their embedding), edges, and evidence links from one subject's memory to one node or edge
+  (the subject is a keyed hash of the user id, never the id itself).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sqlite3
 from collections.abc import Callable
 from enum import IntEnum
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class TurnStatus(IntEnum):
@@ -151,5 +154,41 @@ def _v3_keys(db: sqlite3.Connection) -> None:
     """)
 
 
+def _v4_graph(db: sqlite3.Connection) -> None:
+    run_script(db, """
+        CREATE TABLE IF NOT EXISTS ltm_nodes (
+            id TEXT PRIMARY KEY,
+            type TEXT NOT NULL,
+            text TEXT NOT NULL,
+            evidence INTEGER NOT NULL,
+            confidence REAL NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            dropped_at REAL,
+            vector BLOB
+        );
+        CREATE TABLE IF NOT EXISTS ltm_edges (
+            id TEXT PRIMARY KEY,
+            type TEXT NOT NULL,
+            source TEXT NOT NULL,
+            target TEXT NOT NULL,
+            evidence INTEGER NOT NULL,
+            confidence REAL NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            dropped_at REAL
+        );
+        CREATE INDEX IF NOT EXISTS ltm_edges_source ON ltm_edges (source);
+        CREATE INDEX IF NOT EXISTS ltm_edges_target ON ltm_edges (target);
+        CREATE TABLE IF NOT EXISTS ltm_links (
+            subject_key TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            PRIMARY KEY (subject_key, memory_id, target_id)
+        );
+        CREATE INDEX IF NOT EXISTS ltm_links_target ON ltm_links (target_id)
+    """)
+
+
 #: version -> migration; each runs in one transaction together with its version record
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3_keys}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph}

@@ -23,6 +23,7 @@ from typing import Any
 from .._errors import InputError, SchemaVersionError, StoreError
 from .._types import Event, HistoryEntry, MemoryRecord, QuarantinedTurn, Turn
 from .._usage import StageUsage
+from ._graph import GraphRows
 from ._keys import KeyRows
 from ._memories import MemoryRows
 from ._schema import MIGRATIONS, SCHEMA_VERSION, TurnStatus
@@ -33,7 +34,7 @@ _TURN_COLUMNS = ("seq, id, user_id, agent_id, session_id, speaker, role, content
                  "weekday, metadata")
 
 
-class SQLiteJournal(MemoryRows, KeyRows):
+class SQLiteJournal(GraphRows, MemoryRows, KeyRows):  # GraphRows first: it provides _apply_graph
     """Durable bookkeeping of one store in one SQLite file. Thread-safe.
 
     Its SQL is kept portable (``?`` marks, ``ON CONFLICT``, table-qualified upsert columns):

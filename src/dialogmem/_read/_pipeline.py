@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -33,6 +34,7 @@ class ReadResult(BaseModel):
     filters: list[str] = Field(default_factory=list)  # constraints the plan asked for
     relaxed: list[str] = Field(default_factory=list)  # of those, dropped because they matched nothing
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    view_vectors: Any = Field(default=None, exclude=True, repr=False)  # np.ndarray (n views, dim), for the ltm route
 
 
 def describe_plan(result: ReadResult) -> SearchPlan:
@@ -110,4 +112,4 @@ class ReadPipeline:
         if flt is not None and not flt.is_empty():
             filters.append("caller")
         return ReadResult(hits=hits, plan=plan, candidates=len(candidates), filters=filters, relaxed=relaxed,
-                          timings_ms=timings)
+                          timings_ms=timings, view_vectors=vectors)

@@ -179,3 +179,37 @@ def expand_one_hop(node_ids: Iterable[str], edges: Iterable[GraphEdge], *,
                 strength[b] = max(strength.get(b, (0.0, 0)), (e.confidence, e.evidence))
     ordered = sorted(strength, key=lambda n: (-strength[n][0], -strength[n][1], n))
     return ordered[:limit] if limit is not None else ordered
+
+
+class LTMGraph(BaseModel):
+    """What ``Memory.graph`` returns: live nodes and the live edges between them. With a user,
+    ``evidence`` maps each node or edge id to that user's own memory ids supporting it."""
+
+    nodes: list[GraphNode] = Field(default_factory=list)
+    edges: list[GraphEdge] = Field(default_factory=list)
+    evidence: dict[str, list[str]] = Field(default_factory=dict)
+
+    def to_graphml(self) -> str:
+        """GraphML (nodes with type, text, evidence, confidence; edges with type)."""
+        from xml.sax.saxutils import quoteattr
+
+        def data(key: str, value: object) -> str:
+            text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            return f'<data key="{key}">{text}</data>'
+
+        lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+                 '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">']
+        for key, target, kind in (("type", "node", "string"), ("text", "node", "string"),
+                                  ("evidence", "node", "int"), ("confidence", "node", "double"),
+                                  ("etype", "edge", "string"), ("econfidence", "edge", "double")):
+            name = key.removeprefix("e") if target == "edge" else key
+            lines.append(f'<key id="{key}" for="{target}" attr.name="{name}" attr.type="{kind}"/>')
+        lines.append('<graph id="ltm" edgedefault="directed">')
+        for n in self.nodes:
+            lines.append(f"<node id={quoteattr(n.id)}>{data('type', n.type)}{data('text', n.text)}"
+                         f"{data('evidence', n.evidence)}{data('confidence', n.confidence)}</node>")
+        for e in self.edges:
+            lines.append(f"<edge id={quoteattr(e.id)} source={quoteattr(e.source)} target={quoteattr(e.target)}>"
+                         f"{data('etype', e.type)}{data('econfidence', e.confidence)}</edge>")
+        lines += ["</graph>", "</graphml>"]
+        return "\n".join(lines)

@@ -11,13 +11,12 @@ sends that chunk to ``RuleUnitExtractor`` and counts one fallback for stage ``co
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from .._errors import LLMError
+from .._backends import with_fallback
 from .._models._llm_base import LLMClient
 from .._prompts.consolidate import render_consolidation_messages
 from .._types import MemoryRecord
@@ -25,8 +24,6 @@ from ._consolidate import node_type_of
 from ._deid import Deidentifier
 from ._graph import EDGE_TYPES, EdgeType, NodeType, normalise
 from ._units import KnowledgeUnit, RuleUnitExtractor, UnitEdge, UnitNode, usable_node_text
-
-logger = logging.getLogger(__name__)
 
 STAGE = "consolidate"
 _RELATIONS: dict[str, EdgeType] = {t.lower(): t for t in EDGE_TYPES} | {
@@ -90,13 +87,15 @@ class LLMUnitExtractor:
         fallbacks = 0
         for start in range(0, len(records), self.max_items):
             chunk = list(records[start:start + self.max_items])
-            try:
-                out += self._ask(chunk, subject_key, existing)
-            except LLMError as exc:
-                logger.warning("consolidation LLM failed for %d memories, using rule units: %s", len(chunk), exc)
-                self._llm.usage.record("llm", STAGE, calls=0, fallbacks=1)
-                fallbacks += 1
-                out += self._fallback.units(chunk, subject_key)
+            used_rules: list[bool] = []
+
+            def rules(chunk: list[MemoryRecord] = chunk, used: list[bool] = used_rules) -> list[KnowledgeUnit]:
+                used.append(True)
+                return self._fallback.units(chunk, subject_key)
+
+            out += with_fallback(self._llm, STAGE, lambda chunk=chunk: self._ask(chunk, subject_key, existing),
+                                 rules, what=f"{len(chunk)} memories")
+            fallbacks += len(used_rules)
         method: Literal["llm", "rule", "mixed"] = "llm" if not fallbacks else (
             "rule" if fallbacks * self.max_items >= len(records) else "mixed")
         return UnitBatch(units=out, fallbacks=fallbacks, method=method)

@@ -256,13 +256,14 @@ def _nearest_alive(vecs: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def _nearest_one(vecs: np.ndarray, alive: np.ndarray, j: int) -> tuple[int, float]:
-    cols = np.flatnonzero(alive)
-    cols = cols[cols != j]
-    if len(cols) == 0:
-        return -1, 0.0
-    sims = vecs[cols] @ vecs[j]
+    # one product over every row, the dead ones masked afterwards: no copy of the alive rows
+    sims = vecs @ vecs[j]
+    sims[~alive] = -np.inf
+    sims[j] = -np.inf
     k = int(np.argmax(sims))
-    return int(cols[k]), float(sims[k])
+    if not np.isfinite(sims[k]):
+        return -1, 0.0
+    return k, float(sims[k])
 
 
 def compressed_record(keep: MemoryRecord, absorbed: Sequence[MemoryRecord], *, now: float) -> MemoryRecord:

@@ -1,0 +1,170 @@
+"""LTM graph rows of the journal (schema step ``_v3_graph``): nodes, edges and evidence links.
+
+The graph is shared by the users of a store and holds no personal identifier (consolidation
+de-identifies before anything reaches it). What ties it to a user is only the evidence links, keyed
+by ``subject_key`` (a keyed hash of the user id) and that user's memory id: ``forget_user`` removes
+them, and a node or edge left with no evidence at all is deleted, not merely dropped.
+
+A cycle's delta is written by :meth:`GraphRows._apply_graph` inside the change writer's one
+transaction (``ChangeSet.graph``), together with the time the cycle read its batch up to
+(``meta.ltm_since``); ``meta.ltm_generation`` counts changes, so readers know when to reload.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+
+from .._changes import GraphCommit
+from .._sleep._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
+from .._types import MemoryRecord
+
+Row = Any
+
+_NODE_COLS = "id, type, text, evidence, confidence, created_at, updated_at, dropped_at"
+_EDGE_COLS = "id, type, source, target, evidence, confidence, created_at, updated_at, dropped_at"
+
+
+class GraphRows:
+    """Mixin: needs ``_tx()`` and ``_query()`` of the journal."""
+
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...  # provided by the journal
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
+
+    # -- writes -----------------------------------------------------------------------------
+    def _apply_graph(self, db: sqlite3.Connection, graph: GraphCommit) -> None:
+        d = graph.delta
+        for n in [*d.insert_nodes, *d.update_nodes, *d.drop_nodes]:
+            vec = graph.vectors.get(n.id)
+            blob = None if vec is None else np.asarray(vec, dtype=np.float32).tobytes()
+            db.execute(
+                f"INSERT INTO ltm_nodes ({_NODE_COLS}, vector) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE "
+                "SET type=excluded.type, text=excluded.text, evidence=excluded.evidence, "
+                "confidence=excluded.confidence, updated_at=excluded.updated_at, dropped_at=excluded.dropped_at, "
+                "vector=COALESCE(excluded.vector, ltm_nodes.vector)",
+                (n.id, n.type, n.text, n.evidence, n.confidence, n.created_at, n.updated_at, n.dropped_at, blob))
+        for e in [*d.insert_edges, *d.update_edges, *d.drop_edges]:
+            db.execute(
+                f"INSERT INTO ltm_edges ({_EDGE_COLS}) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET "
+                "evidence=excluded.evidence, confidence=excluded.confidence, updated_at=excluded.updated_at, "
+                "dropped_at=excluded.dropped_at",
+                (e.id, e.type, e.source, e.target, e.evidence, e.confidence, e.created_at, e.updated_at,
+                 e.dropped_at))
+        db.executemany("DELETE FROM ltm_links WHERE subject_key=? AND memory_id=? AND target_id=?",
+                       [link.key() for link in d.remove_links])
+        db.executemany("INSERT INTO ltm_links (subject_key, memory_id, target_id) VALUES (?,?,?) "
+                       "ON CONFLICT DO NOTHING",
+                       [link.key() for link in d.add_links])
+        # knowledge nothing supports any more is deleted (a forgotten user's only trace)
+        db.execute("DELETE FROM ltm_edges WHERE evidence=0 AND dropped_at IS NOT NULL "
+                   "AND id NOT IN (SELECT target_id FROM ltm_links)")
+        db.execute("DELETE FROM ltm_nodes WHERE evidence=0 AND dropped_at IS NOT NULL "
+                   "AND id NOT IN (SELECT target_id FROM ltm_links)")
+        db.execute("DELETE FROM ltm_edges WHERE source NOT IN (SELECT id FROM ltm_nodes) "
+                   "OR target NOT IN (SELECT id FROM ltm_nodes)")
+        if graph.since is not None:
+            _set_meta(db, "ltm_since", repr(graph.since))
+        if not d.is_empty():
+            row = db.execute("SELECT value FROM meta WHERE key='ltm_generation'").fetchone()
+            _set_meta(db, "ltm_generation", str(int(row[0]) + 1 if row else 1))
+
+    def commit_graph(self, graph: GraphCommit) -> None:
+        """A graph change on its own (one transaction)."""
+        with self._tx() as db:
+            self._apply_graph(db, graph)
+
+    # -- reads ------------------------------------------------------------------------------
+    def graph_view(self, *, with_links: bool = True) -> GraphView:
+        """Every node and edge (dropped ones too) and, with ``with_links``, every evidence link."""
+        nodes = {r["id"]: _node(r) for r in self._query(f"SELECT {_NODE_COLS} FROM ltm_nodes")}
+        edges = {r["id"]: _edge(r) for r in self._query(f"SELECT {_EDGE_COLS} FROM ltm_edges")}
+        links = self.graph_links() if with_links else []
+        return GraphView(nodes=nodes, edges=edges, links=links)
+
+    def graph_links(self, subject_key: str | None = None, *,
+                    target_ids: Sequence[str] | None = None) -> list[EvidenceLink]:
+        """Evidence links, of one subject and/or to some nodes or edges."""
+        sql, params = "SELECT subject_key, memory_id, target_id FROM ltm_links WHERE 1=1", []
+        if subject_key is not None:
+            sql, params = sql + " AND subject_key=?", [subject_key]
+        if target_ids is not None:
+            if not target_ids:
+                return []
+            sql, params = sql + f" AND target_id IN ({','.join('?' * len(target_ids))})", [*params, *target_ids]
+        return [EvidenceLink(subject_key=r[0], memory_id=r[1], target_id=r[2]) for r in self._query(sql, params)]
+
+    def graph_node_vectors(self) -> tuple[list[GraphNode], np.ndarray]:
+        """The live nodes that have an embedding, and their vectors (one row each)."""
+        rows = self._query(f"SELECT {_NODE_COLS}, vector FROM ltm_nodes WHERE dropped_at IS NULL "
+                           "AND vector IS NOT NULL ORDER BY id")
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return [_node(r) for r in rows], np.stack([np.frombuffer(r["vector"], dtype=np.float32) for r in rows])
+
+    def graph_live_edges(self) -> list[GraphEdge]:
+        return [_edge(r) for r in self._query(f"SELECT {_EDGE_COLS} FROM ltm_edges WHERE dropped_at IS NULL")]
+
+    def graph_counts(self) -> dict[str, int]:
+        def one(sql: str) -> int:
+            return int(self._query(sql)[0][0])
+
+        return {"ltm_nodes": one("SELECT COUNT(*) FROM ltm_nodes WHERE dropped_at IS NULL"),
+                "ltm_edges": one("SELECT COUNT(*) FROM ltm_edges WHERE dropped_at IS NULL"),
+                "ltm_links": one("SELECT COUNT(*) FROM ltm_links")}
+
+    def graph_generation(self) -> int:
+        rows = self._query("SELECT value FROM meta WHERE key='ltm_generation'")
+        return int(rows[0][0]) if rows else 0
+
+    def ltm_since(self) -> float:
+        rows = self._query("SELECT value FROM meta WHERE key='ltm_since'")
+        return float(rows[0][0]) if rows else 0.0
+
+    def consolidation_candidates(self, since: float, *, min_access: int) -> list[tuple[MemoryRecord, str]]:
+        """(record, status) of every active or evicted memory, of every user, committed after
+        ``since`` (written, changed or evicted) or retrieved ``min_access`` times with a retrieval after it."""
+        rows = self._query(
+            "SELECT id, payload, access_count, last_accessed, status FROM memories "
+            "WHERE status IN ('active', 'evicted') AND (updated_at > ? OR (access_count >= ? AND last_accessed > ?)) "
+            "ORDER BY float_time_stamp, id", (since, min_access, since))
+        out = []
+        for r in rows:
+            record = MemoryRecord.model_validate_json(r["payload"])
+            out.append((record.model_copy(update={"access_count": r["access_count"],
+                                                  "last_accessed": r["last_accessed"]}), r["status"]))
+        return out
+
+    def store_identities(self) -> tuple[list[str], list[str]]:
+        """(every speaker name, every user id) of the store: what LTM must never contain."""
+        speakers = [r[0] for r in self._query("SELECT DISTINCT speaker FROM speakers")]
+        speakers += [r[0] for r in self._query("SELECT DISTINCT speaker_name FROM memories WHERE speaker_name != ''")]
+        users = [r[0] for r in self._query("SELECT user_id FROM turns UNION SELECT user_id FROM memories")]
+        return sorted(set(speakers)), sorted(set(users))
+
+    def users_over_capacity(self, capacity: int, user_id: str | None = None) -> list[str]:
+        """Users whose active MTM holds more than ``capacity`` items."""
+        sql, params = "SELECT user_id FROM memories WHERE status='active' AND tier='mtm'", []
+        if user_id is not None:
+            sql, params = sql + " AND user_id=?", [user_id]
+        rows = self._query(sql + " GROUP BY user_id HAVING COUNT(*) > ? ORDER BY user_id", [*params, capacity])
+        return [r[0] for r in rows]
+
+
+def _set_meta(db: sqlite3.Connection, key: str, value: str) -> None:
+    db.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+               (key, value))
+
+
+def _node(r: Row) -> GraphNode:
+    return GraphNode(id=r["id"], type=r["type"], text=r["text"], evidence=r["evidence"], confidence=r["confidence"],
+                     created_at=r["created_at"], updated_at=r["updated_at"], dropped_at=r["dropped_at"])
+
+
+def _edge(r: Row) -> GraphEdge:
+    return GraphEdge(id=r["id"], type=r["type"], source=r["source"], target=r["target"], evidence=r["evidence"],
+                     confidence=r["confidence"], created_at=r["created_at"], updated_at=r["updated_at"],
+                     dropped_at=r["dropped_at"])
