@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from dialogmem._journal import Journal
+from dialogmem._journal import SQLiteJournal as Journal
 from dialogmem._maintenance import StorePaths
 
 THINGS = ["a pottery class", "the camping trip", "her new job", "a charity run", "the book club",

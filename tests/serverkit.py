@@ -14,7 +14,7 @@ from typing import Any
 import uvicorn
 
 from dialogmem import Memory, ScriptedLLM
-from dialogmem._journal import Journal
+from dialogmem._journal import SQLiteJournal as Journal
 from dialogmem._maintenance import StorePaths
 from dialogmem._settings import ServerSettings
 

@@ -13,7 +13,8 @@ import pytest
 
 from dialogmem._apikeys import hash_secret, new_key, secret_matches, split_key
 from dialogmem._errors import InputError, NotFoundError, StoreError
-from dialogmem._journal import SCHEMA_VERSION, Journal
+from dialogmem._journal import SCHEMA_VERSION
+from dialogmem._journal import SQLiteJournal as Journal
 from dialogmem._journal._schema import MIGRATIONS
 from dialogmem._server._errors import Conflict, status_for
 from dialogmem._server._jobs import SleepJobs
