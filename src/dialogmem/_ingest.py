@@ -26,7 +26,7 @@ from ._changes import ChangeSet, MemoryWrite
 from ._journal import Journal, TurnStatus
 from ._records import records_from_facts
 from ._types import Event, MemoryRecord, Turn
-from ._write import RECENT_TURNS, Batch, BufferedTurn, WriteStages
+from ._write import Batch, BufferedTurn, WriteStages
 from ._writer import ChangeWriter
 
 log = logging.getLogger(__name__)
@@ -102,8 +102,9 @@ class Ingest:
 
     def _context(self, user_id: str, first: BufferedTurn, batch_ids: set[str]) -> list[BufferedTurn]:
         """The turns said just before the batch (its extractor's read-only context), oldest first."""
-        earlier = self.journal.turns_before(user_id, first.seq or None, RECENT_TURNS + len(batch_ids))
-        return [BufferedTurn.from_turn(t) for t in earlier if t.id not in batch_ids][-RECENT_TURNS:]
+        n = self.stages.context_turns
+        earlier = self.journal.turns_before(user_id, first.seq or None, n + len(batch_ids))
+        return [BufferedTurn.from_turn(t) for t in earlier if t.id not in batch_ids][-n:]
 
     def pending_count(self, user_id: str | None = None) -> int:
         return self.journal.count_turns(user_id, TurnStatus.PENDING)

@@ -12,11 +12,12 @@ from .._backends import use_llm
 from .._models._embed_base import Embedder
 from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
-from ._buffer import Batch, BufferPolicy, due_batch
+from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
 from ._compress import Compressor, make_compressor
 from ._extract import BufferedTurn, Extractor, LLMExtractor, RuleExtractor
 from ._segment import NoSegmenter, Segmenter, make_segmenter
 from ._tokens import count_tokens
+from ._windowed import CorefRuleExtractor, WindowedExtractor
 
 _CACHE_SIZE = 4096
 
@@ -29,6 +30,7 @@ class WriteStages:
     embedder: Embedder
     policy: BufferPolicy
     llm_extracts: bool = False
+    context_turns: int = RECENT_TURNS  # turns before a batch read from the journal as its context
     # compressed text and token count per (turn id, text): compression may be a model call, and a
     # pending turn is looked at again by every later decision until its batch is due
     _cache: OrderedDict[tuple[str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
@@ -76,9 +78,8 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
         if settings.compressor_model:
             opts["model_path"] = settings.compressor_model
     compressor = make_compressor(settings.compressor, **opts)
-    rules = RuleExtractor(context_turns=settings.context_turns)
     llm_extracts = use_llm("write.extractor", settings.extractor, llm)
-    extractor: Extractor = LLMExtractor(llm, fallback=rules) if llm_extracts else rules
+    extractor, context = _extractor(settings, llm, llm_extracts)
     segmenter_name = settings.segmenter
     if segmenter_name == "auto":
         segmenter_name = "attention" if llm_extracts else "none"
@@ -89,4 +90,16 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
     if threshold is None:
         threshold = 512 if llm_extracts else 0
     return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder,
-                       BufferPolicy(sensory, threshold), llm_extracts=llm_extracts)
+                       BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context)
+
+
+def _extractor(settings: WriteSettings, llm: LLMClient, llm_extracts: bool) -> tuple[Extractor, int]:
+    """The extractor of the settings and how many turns before a batch it reads as context."""
+    windows = settings.window_stride()
+    rule_context = settings.context_turns if windows is None else windows[0] - windows[1]
+    rules = (CorefRuleExtractor(context_turns=rule_context) if settings.coref
+             else RuleExtractor(context_turns=rule_context))
+    if windows is not None:
+        windowed = WindowedExtractor(rules, llm if llm_extracts else None, window=windows[0], stride=windows[1])
+        return windowed, max(RECENT_TURNS, windowed.context_needed)
+    return (LLMExtractor(llm, fallback=rules) if llm_extracts else rules), RECENT_TURNS

@@ -1,0 +1,103 @@
+"""The SimpleMem write path through ``Memory``: sliding windows (``write.window_turns`` /
+``write.stride``) and coreference across batches (``write.coref``).
+
+The LLM here is ``ScriptedLLM``, a SCRIPTED FAKE (not a model): it answers the window prompt from
+rules written in this file (a fact for every line it is shown, context lines included, as a sloppy
+model would), so the write path's guarantees are tested with real storage and embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from dialogmem import ConfigError, Memory
+from dialogmem._models import ScriptedLLM
+
+LINE = re.compile(r"^\[[^\]]+\] (\d+)\.([^:]+): (.*)$", re.M)
+TURNS = [("Caroline", "I adopted a dog named Rex last month."), ("Melanie", "What breed is he?"),
+         ("Caroline", "A beagle, and he loves the park."), ("Melanie", "Which park do you go to?"),
+         ("Caroline", "Mercy Park, near my office."), ("Melanie", "I should bring my kids there."),
+         ("Caroline", "They would love it."), ("Melanie", "Let's plan it for Sunday.")]
+
+
+def _msgs(turns: list[tuple[str, str]], start: int = 0) -> list[dict[str, str]]:
+    return [{"name": who, "content": text, "id": f"t{start + i}"} for i, (who, text) in enumerate(turns)]
+
+
+def _window_llm(stage: str, messages: list[dict[str, str]]) -> str:
+    """A fact for every numbered line, the context lines included."""
+    assert stage == "add_memory"
+    data = [{"source_id": int(sid), "fact": f"{who.strip()} said: {text.strip()}"}
+            for sid, who, text in LINE.findall(messages[-1]["content"])]
+    return json.dumps({"data": data})
+
+
+def _targets_once(mem: Memory, user: str, n: int) -> list[Any]:
+    records = mem.get_all(user, limit=1000)
+    own = Counter(r.source_turn_ids[-1] for r in records)  # the turn a memory is written for
+    assert own == Counter({f"t{i}": 1 for i in range(n)})
+    return records
+
+
+def test_rule_windows_write_each_turn_once_with_the_window_context(make_memory: Any) -> None:
+    mem = make_memory(write={"window_turns": 4, "stride": 2})
+    mem.add(_msgs(TURNS), "u1", session_id="s1")
+    records = _targets_once(mem, "u1", len(TURNS))
+    by_turn = {r.source_turn_ids[-1]: r for r in records}
+    # W - stride = 2 context turns: turn 3's memory carries turns 1 and 2, the default only turn 2
+    assert by_turn["t3"].source_turn_ids == ["t1", "t2", "t3"]
+    assert "breed" in by_turn["t3"].memory and by_turn["t3"].speaker_name == "Melanie"
+    default = make_memory("default")
+    default.add(_msgs(TURNS), "u1", session_id="s1")
+    plain = {r.source_turn_ids[-1]: r for r in default.get_all("u1", limit=1000)}
+    assert plain["t3"].source_turn_ids == ["t2", "t3"] and "breed" not in plain["t3"].memory
+
+
+def test_llm_windows_never_write_a_fact_for_a_context_line(make_memory: Any) -> None:
+    llm = ScriptedLLM(_window_llm)
+    mem = make_memory(llm_client=llm, write={"window_turns": 4, "stride": 2})
+    mem.add(_msgs(TURNS[:4]), "u1", session_id="s1", flush=True)  # batch 1
+    mem.add(_msgs(TURNS[4:], start=4), "u1", session_id="s1", flush=True)  # batch 2
+    records = _targets_once(mem, "u1", len(TURNS))
+    assert all(r.source_turn_ids == r.source_turn_ids[-1:] for r in records)  # no context cited
+    prompts = [c.messages[-1]["content"] for c in llm.calls]
+    assert len(prompts) == 4  # 8 turns, 2 targets a window
+    # batch 2's first window reads the last turns of batch 1 (from the journal) as its context
+    context, _, new = prompts[2].partition("--- New ---")
+    assert "Which park do you go to?" in context and "Mercy Park" in new
+    assert "Rex" not in prompts[2]
+
+
+def test_llm_window_failure_falls_back_to_rules_per_window(make_memory: Any) -> None:
+    llm = ScriptedLLM(lambda stage, messages: "not json at all")
+    mem = make_memory(llm_client=llm, write={"window_turns": 2, "stride": 2})
+    mem.add(_msgs(TURNS[:2]), "u1", session_id="s1", flush=True)
+    records = _targets_once(mem, "u1", 2)
+    assert all(" said: " not in r.memory for r in records)  # the rule memories
+    assert mem.stats()["llm"]["add_memory"]["fallbacks"] >= 1
+
+
+def test_stride_needs_a_window_no_larger_than_it(make_memory: Any) -> None:
+    with pytest.raises(ConfigError):
+        make_memory(write={"window_turns": 2, "stride": 3})
+    with pytest.raises(ConfigError):
+        make_memory("b", write={"stride": 1})
+
+
+def test_rule_coref_resolves_a_pronoun_from_an_earlier_batch(make_memory: Any) -> None:
+    mem = make_memory(write={"coref": True, "context_turns": 0})
+    mem.add([{"name": "Caroline", "content": "My friend Jean came over yesterday."}], "u1", session_id="s1")
+    mem.add([{"name": "Melanie", "content": "Nice! How is she doing these days?"}], "u1", session_id="s1")
+    mem.add([{"name": "Melanie", "content": "Is she still in Paris?"}], "u2", session_id="s1")
+    texts = [r.memory for r in mem.get_all("u1", limit=100)]
+    assert any("she [Jean]" in t for t in texts)
+    assert not any("she [" in r.memory for r in mem.get_all("u2", limit=100))  # another user's turns: none
+    off = make_memory("off", write={"context_turns": 0})
+    off.add([{"name": "Caroline", "content": "My friend Jean came over yesterday."}], "u1", session_id="s1")
+    off.add([{"name": "Melanie", "content": "Nice! How is she doing these days?"}], "u1", session_id="s1")
+    assert not any("[Jean]" in r.memory for r in off.get_all("u1", limit=100))
