@@ -17,6 +17,7 @@ import pytest
 
 from dialogmem import ConfigError, Memory
 from dialogmem._models import ScriptedLLM
+from dialogmem._records import memory_id
 
 LINE = re.compile(r"^\[[^\]]+\] (\d+)\.([^:]+): (.*)$", re.M)
 TURNS = [("Caroline", "I adopted a dog named Rex last month."), ("Melanie", "What breed is he?"),
@@ -101,3 +102,77 @@ def test_rule_coref_resolves_a_pronoun_from_an_earlier_batch(make_memory: Any) -
     off.add([{"name": "Caroline", "content": "My friend Jean came over yesterday."}], "u1", session_id="s1")
     off.add([{"name": "Melanie", "content": "Nice! How is she doing these days?"}], "u1", session_id="s1")
     assert not any("[Jean]" in r.memory for r in off.get_all("u1", limit=100))
+
+
+# ---------------------------------------------------------------- online synthesis (write.synthesis)
+
+LAKE = "I love painting sunsets at the lake."
+LAKE_MORE = "I really love painting sunsets at the lake every weekend."
+
+
+def _say(mem: Memory, user: str, session: str, text: str, who: str = "Caroline") -> Any:
+    return mem.add([{"name": who, "content": text}], user, session_id=session)
+
+
+def test_rule_synthesis_merges_a_near_duplicate_of_the_session_losslessly(make_memory: Any) -> None:
+    mem = make_memory(write={"synthesis": "rules", "context_turns": 0})
+    first = _say(mem, "u1", "s1", LAKE).memories[0]
+    _say(mem, "u1", "s1", "What did you have for lunch today?", who="Melanie")
+    added = _say(mem, "u1", "s1", LAKE_MORE)
+    records = mem.get_all("u1", limit=100)
+    assert len(records) == 2  # the two lake memories are one
+    merged = next(r for r in records if r.id == first.id)  # the older memory survives, same id
+    assert len(merged.source_turn_ids) == 2 and merged.version == 2
+    for word in ("love", "painting", "sunsets", "lake", "weekend"):
+        assert word in merged.memory.lower()
+    assert [h.id for h in added.memories] == [first.id]  # the absorbed fragment is not reported as stored
+    events = [(h.event.value, h.actor) for h in mem.history(first.id, "u1")]
+    assert events == [("ADD", "write"), ("UPDATE", "write:synthesis")]
+    assert mem.history(first.id, "u1")[-1].previous.memory == f"Caroline: {LAKE}"  # undoable
+    # the new fragment was written and merged away in the same transaction: its own rows keep it
+    absorbed = memory_id("u1", added.turn_ids, f"Caroline: {LAKE_MORE}")
+    rows = mem.history(absorbed, "u1")
+    into = f"write:synthesis:into:{first.id}"
+    assert [(h.event.value, h.actor) for h in rows] == [("ADD", "write"), ("DELETE", into)]
+    assert rows[-1].previous.memory == f"Caroline: {LAKE_MORE}"
+    hits = mem.search("painting sunsets at the lake", "u1", limit=5)
+    assert absorbed not in {h.id for h in hits.hits} and first.id in {h.id for h in hits.hits}
+
+
+def test_synthesis_never_merges_across_sessions_or_users(make_memory: Any) -> None:
+    mem = make_memory(write={"synthesis": "rules", "context_turns": 0})
+    _say(mem, "u1", "s1", LAKE)
+    _say(mem, "u1", "s2", LAKE_MORE)  # another session
+    _say(mem, "u2", "s1", LAKE_MORE)  # another user, same session id
+    assert len(mem.get_all("u1", limit=100)) == 2
+    assert len(mem.get_all("u2", limit=100)) == 1
+    cross = make_memory("cross", write={"synthesis": "rules", "context_turns": 0, "synthesis_cross_session": True})
+    _say(cross, "u1", "s1", LAKE)
+    _say(cross, "u1", "s2", LAKE_MORE)
+    assert len(cross.get_all("u1", limit=100)) == 1
+
+
+def test_synthesis_off_keeps_every_memory(make_memory: Any) -> None:
+    mem = make_memory(write={"context_turns": 0})
+    _say(mem, "u1", "s1", LAKE)
+    _say(mem, "u1", "s1", LAKE_MORE)
+    assert len(mem.get_all("u1", limit=100)) == 2
+
+
+def test_llm_synthesis_writes_the_models_statement(make_memory: Any) -> None:
+    def script(stage: str, messages: list[dict[str, str]]) -> str:
+        assert stage == "synthesize"
+        return json.dumps({"merge": True, "memory": "Caroline loves painting sunsets at the lake every weekend."})
+
+    llm = ScriptedLLM(script)
+    mem = make_memory(llm_client=llm, write={"synthesis": "llm", "extractor": "rules", "context_turns": 0})
+    _say(mem, "u1", "s1", LAKE)
+    _say(mem, "u1", "s1", LAKE_MORE)
+    records = mem.get_all("u1", limit=100)
+    assert [r.memory for r in records] == ["Caroline loves painting sunsets at the lake every weekend."]
+    assert llm.stages() == ["synthesize"]
+
+
+def test_llm_synthesis_needs_a_model(make_memory: Any) -> None:
+    with pytest.raises(ConfigError):
+        make_memory(write={"synthesis": "llm"})

@@ -22,14 +22,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ._changes import ChangeSet, MemoryWrite
 from ._journal import Journal, TurnStatus
 from ._records import records_from_facts
+from ._store import IndexFilter
 from ._types import Event, MemoryRecord, Turn
 from ._write import Batch, BufferedTurn, WriteStages
+from ._write._online import synthesis_changes
 from ._writer import ChangeWriter
 
 log = logging.getLogger(__name__)
+
+NEIGHBOURS = 6  # stored memories looked at per new memory by online synthesis
 
 
 @dataclass
@@ -74,7 +80,8 @@ class Ingest:
             return IngestResult()
         changes = self._batch_changes(user_id, batch)
         changes.turns = fresh + changes.turns  # immediate: the turns commit with their memories
-        stored = self.writer.apply(changes)
+        removed = {r.record.id for r in changes.removals}  # a fragment merged away by synthesis
+        stored = [r for r in self.writer.apply(changes) if r.id not in removed]
         return IngestResult(stored=stored, quarantined=list(changes.quarantined))
 
     def _batch_changes(self, user_id: str, batch: Batch) -> ChangeSet:
@@ -96,9 +103,36 @@ class Ingest:
             log.error("could not process turn %s of user %s (%s: %s); it is quarantined",
                       turn_ids[0], user_id, type(exc).__name__, exc, exc_info=True)
             return ChangeSet(user_id, quarantined=dict.fromkeys(turn_ids, f"{type(exc).__name__}: {exc}"))
+        if self.stages.synthesis is not None and records:
+            return self._synthesized(user_id, records, vectors, turn_ids)
         writes = [MemoryWrite(record=r, event=Event.ADD, actor="write", vector=v)
                   for r, v in zip(records, vectors, strict=True)]
         return ChangeSet(user_id, writes=writes, processed=turn_ids)
+
+    def _synthesized(self, user_id: str, records: list[MemoryRecord], vectors: np.ndarray,
+                     turn_ids: list[str]) -> ChangeSet:
+        """The batch's memories merged with related memories of their session (write.synthesis)."""
+        synthesis = self.stages.synthesis
+        assert synthesis is not None
+        new = list(zip(records, vectors, strict=True))
+        existing = self._session_neighbours(user_id, new, cross_session=synthesis.config.cross_session)
+        decide = synthesis.decider([*self.journal.speakers(user_id), *(r.speaker_name for r in records)])
+        online = synthesis_changes(new, existing, decide, self.stages.embedder.embed, now=time.time())
+        return ChangeSet(user_id, writes=online.writes, removals=online.removals, processed=turn_ids)
+
+    def _session_neighbours(self, user_id: str, new: list[tuple[MemoryRecord, np.ndarray]], *,
+                            cross_session: bool) -> list[tuple[MemoryRecord, np.ndarray]]:
+        """This user's stored MTM memories nearest to the new ones, in their session (unless
+        ``cross_session``): the candidates of synthesis, with their vectors."""
+        todo = [(r, v) for r, v in new if cross_session or r.session_id is not None]
+        if not todo:
+            return []
+        flts = [IndexFilter(tier="mtm", session_id=None if cross_session else r.session_id) for r, _ in todo]
+        hits = self.writer.index.dense_search_batch(user_id, np.stack([v for _, v in todo]),
+                                                     limit=NEIGHBOURS, flts=flts)
+        found = {h.record.id: h.record for hs in hits for h in hs if h.record.user_id == user_id}
+        stored = self.journal.vectors(user_id, list(found))
+        return [(found[i], stored[i]) for i in found if i in stored]
 
     def _context(self, user_id: str, first: BufferedTurn, batch_ids: set[str]) -> list[BufferedTurn]:
         """The turns said just before the batch (its extractor's read-only context), oldest first."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .._backends import use_llm
 from .._models._embed_base import Embedder
@@ -16,10 +16,25 @@ from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
 from ._compress import Compressor, make_compressor
 from ._extract import BufferedTurn, Extractor, LLMExtractor, RuleExtractor
 from ._segment import NoSegmenter, Segmenter, make_segmenter
+from ._synthesize import Decide, RuleConfig, rule_decider
+from ._synthesize_llm import LLMSynthesizer
 from ._tokens import count_tokens
 from ._windowed import CorefRuleExtractor, WindowedExtractor
 
 _CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """How online synthesis decides: by the rule, or by ``llm`` (the rule as its fallback)."""
+
+    config: RuleConfig
+    llm: LLMClient | None = None
+
+    def decider(self, ignore_entities: Sequence[str]) -> Decide:
+        """The decision function for one user, the store's speaker names ignored as entities."""
+        config = replace(self.config, ignore_entities=tuple(ignore_entities))
+        return LLMSynthesizer(self.llm, config).decide if self.llm is not None else rule_decider(config)
 
 
 @dataclass
@@ -31,6 +46,7 @@ class WriteStages:
     policy: BufferPolicy
     llm_extracts: bool = False
     context_turns: int = RECENT_TURNS  # turns before a batch read from the journal as its context
+    synthesis: Synthesis | None = None  # online synthesis at write time (write.synthesis)
     # compressed text and token count per (turn id, text): compression may be a model call, and a
     # pending turn is looked at again by every later decision until its batch is due
     _cache: OrderedDict[tuple[str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
@@ -90,7 +106,15 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
     if threshold is None:
         threshold = 512 if llm_extracts else 0
     return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder,
-                       BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context)
+                       BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context,
+                       synthesis=_synthesis(settings, llm))
+
+
+def _synthesis(settings: WriteSettings, llm: LLMClient) -> Synthesis | None:
+    if settings.synthesis == "off":
+        return None
+    config = RuleConfig(min_cosine=settings.synthesis_min_cosine, cross_session=settings.synthesis_cross_session)
+    return Synthesis(config, llm if use_llm("write.synthesis", settings.synthesis, llm) else None)
 
 
 def _extractor(settings: WriteSettings, llm: LLMClient, llm_extracts: bool) -> tuple[Extractor, int]:
