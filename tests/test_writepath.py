@@ -18,6 +18,8 @@ import pytest
 from dialogmem import ConfigError, Memory
 from dialogmem._models import ScriptedLLM
 from dialogmem._records import memory_id
+from dialogmem._write import BufferedTurn
+from dialogmem._write._interactions import due_interactions
 
 LINE = re.compile(r"^\[[^\]]+\] (\d+)\.([^:]+): (.*)$", re.M)
 TURNS = [("Caroline", "I adopted a dog named Rex last month."), ("Melanie", "What breed is he?"),
@@ -176,3 +178,92 @@ def test_llm_synthesis_writes_the_models_statement(make_memory: Any) -> None:
 def test_llm_synthesis_needs_a_model(make_memory: Any) -> None:
     with pytest.raises(ConfigError):
         make_memory(write={"synthesis": "llm"})
+
+
+# ---------------------------------------------------------------- per-turn writer (write.mode = "turn")
+
+USER_TURN = {"name": "user", "content": "I adopted a beagle named Rex."}
+REPLY = {"name": "assistant", "content": "Congrats on adopting Rex!"}
+
+
+def test_rule_turn_writer_writes_one_item_per_interaction_when_the_reply_arrives(make_memory: Any) -> None:
+    mem = make_memory(write={"mode": "turn", "context_turns": 0})
+    first = mem.add([USER_TURN], "u1", session_id="s1")
+    assert (first.memories, first.pending_turns) == ([], 1)  # the interaction waits for its reply
+    done = mem.add([REPLY], "u1", session_id="s1")
+    assert done.pending_turns == 0 and len(done.memories) == 1
+    item = done.memories[0]
+    assert item.memory == "user: I adopted a beagle named Rex.\nassistant: Congrats on adopting Rex!"
+    assert item.source_turn_ids == [*first.turn_ids, *done.turn_ids]
+    again = mem.add([USER_TURN, REPLY], "u1", session_id="s1")  # the same again: merged, not stored twice
+    records = mem.get_all("u1", limit=100)
+    assert [r.id for r in records] == [item.id] and len(records[0].source_turn_ids) == 4
+    assert [h.event.value for h in mem.history(item.id, "u1")] == ["ADD", "UPDATE"]
+    assert again.pending_turns == 0
+    batch = make_memory("batch", write={"context_turns": 0})
+    batch.add([USER_TURN, REPLY], "u1", session_id="s1")
+    assert len(batch.get_all("u1", limit=100)) == 2  # the default: one memory per turn
+
+
+def test_turn_mode_flush_writes_an_interaction_without_reply(make_memory: Any) -> None:
+    mem = make_memory(write={"mode": "turn"})
+    mem.add([USER_TURN], "u1", session_id="s1")
+    mem.flush("u1")
+    assert [r.memory for r in mem.get_all("u1", limit=100)] == ["user: I adopted a beagle named Rex."]
+
+
+def test_llm_turn_writer_settles_a_conflict_by_time(make_memory: Any) -> None:
+    answers = iter(["Sam has 2 dogs.", "", "Sam has 3 dogs."])
+
+    def script(stage: str, messages: list[dict[str, str]]) -> str:
+        assert stage == "turn_write"
+        return json.dumps({"memory": next(answers)})
+
+    llm = ScriptedLLM(script)
+    mem = make_memory(llm_client=llm, write={"mode": "turn", "turn_writer": "llm"})
+    old = mem.add([{"name": "Sam", "content": "I have two dogs."}, REPLY], "u1", session_id="s1",
+                  timestamp="2023-05-01T10:00:00")
+    mem.add([{"name": "Sam", "content": "ok thanks"}, {"name": "assistant", "content": "bye"}], "u1",
+            session_id="s1", timestamp="2023-05-01T10:01:00")  # nothing worth keeping: no item
+    mem.add([{"name": "Sam", "content": "We got a third dog!"}, REPLY], "u1", session_id="s1",
+            timestamp="2023-06-01T10:00:00")
+    assert [r.memory for r in mem.get_all("u1", limit=100)] == ["Sam has 3 dogs."]
+    rows = mem.history(old.memories[0].id, "u1")
+    assert rows[-1].event.value == "DELETE" and rows[-1].actor.startswith("write:turn:superseded-by:")
+    assert llm.stages() == ["turn_write"] * 3
+
+
+def test_llm_turn_writer_falls_back_to_the_rule_item(make_memory: Any) -> None:
+    llm = ScriptedLLM(lambda stage, messages: "no json here")
+    mem = make_memory(llm_client=llm, write={"mode": "turn", "turn_writer": "llm", "context_turns": 0})
+    mem.add([USER_TURN, REPLY], "u1", session_id="s1")
+    assert [r.memory for r in mem.get_all("u1", limit=100)] == [
+        "user: I adopted a beagle named Rex.\nassistant: Congrats on adopting Rex!"]
+    assert mem.stats()["llm"]["turn_write"]["fallbacks"] == 1
+
+
+def _bt(i: int, speaker: str, session: str = "s1") -> BufferedTurn:
+    return BufferedTurn(turn_id=f"t{i}", speaker=speaker, text="x", time_stamp="2023-05-01T10:00:00",
+                        float_time_stamp=0.0, weekday="Mon", session_id=session)
+
+
+@pytest.mark.parametrize(("speakers", "force", "expected"), [
+    ("AB", False, ["AB"]),
+    ("A", False, []),
+    ("A", True, ["A"]),
+    ("AAB", False, ["AAB"]),
+    ("ABB", False, ["ABB"]),
+    ("ABA", False, ["AB"]),  # the last one waits for its reply
+    ("ABAB", False, ["AB", "AB"]),
+    ("ABC", False, ["AB"]),  # a third speaker opens the next interaction
+    ("AAAAAAAAA", False, ["AAAAAAAA"]),  # MAX_OPENER turns with no reply are due anyway
+])
+def test_due_interactions(speakers: str, force: bool, expected: list[str]) -> None:
+    turns = [_bt(i, s) for i, s in enumerate(speakers)]
+    got = due_interactions(turns, force=force)
+    assert ["".join(t.speaker for t in g) for g in got] == expected
+
+
+def test_due_interactions_close_at_a_session_change() -> None:
+    turns = [_bt(0, "A", "s1"), _bt(1, "A", "s2"), _bt(2, "B", "s2")]
+    assert [[t.turn_id for t in g] for g in due_interactions(turns, force=False)] == [["t0"], ["t1", "t2"]]

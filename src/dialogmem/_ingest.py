@@ -30,6 +30,8 @@ from ._records import records_from_facts
 from ._store import IndexFilter
 from ._types import Event, MemoryRecord, Turn
 from ._write import Batch, BufferedTurn, WriteStages
+from ._write._extract import fact_from_turns
+from ._write._interactions import TurnChanges
 from ._write._online import synthesis_changes
 from ._writer import ChangeWriter
 
@@ -88,6 +90,8 @@ class Ingest:
         turn_ids = [t.turn_id for segment in batch for t in segment]
         try:
             previous = self._context(user_id, batch[0][0], set(turn_ids))
+            if self.stages.turn_writer is not None:
+                return self._turn_changes(user_id, batch, previous, turn_ids)
             facts = self.stages.extractor.extract(batch, previous=previous)
             records = records_from_facts(user_id, facts, now=time.time())
             vectors = self.stages.embedder.embed([r.memory for r in records])
@@ -119,6 +123,31 @@ class Ingest:
         decide = synthesis.decider([*self.journal.speakers(user_id), *(r.speaker_name for r in records)])
         online = synthesis_changes(new, existing, decide, self.stages.embedder.embed, now=time.time())
         return ChangeSet(user_id, writes=online.writes, removals=online.removals, processed=turn_ids)
+
+    def _turn_changes(self, user_id: str, interactions: Batch, previous: list[BufferedTurn],
+                      turn_ids: list[str]) -> ChangeSet:
+        """write.mode = "turn": one item per interaction (seed 000 Algorithm 2), reconciled with the
+        user's nearest stored items; the model call (if any) runs under the user's lock only."""
+        writer = self.stages.turn_writer
+        assert writer is not None
+        now, history, facts = time.time(), list(previous), []
+        for group in interactions:
+            written = writer.write(group, history)
+            history += group
+            if written.text:
+                cited = [t for t in history if t.turn_id in set(written.source_turn_ids)] or list(group)
+                fact = fact_from_turns(written.text, cited, method=written.method)
+                facts.append(fact.model_copy(update={"speaker_name": group[0].speaker,
+                                                     "topic_id": group[-1].topic_id}))
+        changes = TurnChanges()
+        records = records_from_facts(user_id, facts, now=now)
+        vectors = self.stages.embedder.embed([r.memory for r in records]) if records else []
+        for record, vector in zip(records, vectors, strict=True):
+            hits = self.writer.index.dense_search(user_id, vector, limit=NEIGHBOURS, flt=IndexFilter(tier="mtm"))
+            stored = self.journal.vectors(user_id, [h.record.id for h in hits])
+            changes.add(record, vector, hits, stored, now=now)
+        return ChangeSet(user_id, writes=list(changes.writes.values()), removals=changes.removals,
+                         processed=turn_ids)
 
     def _session_neighbours(self, user_id: str, new: list[tuple[MemoryRecord, np.ndarray]], *,
                             cross_session: bool) -> list[tuple[MemoryRecord, np.ndarray]]:

@@ -15,10 +15,12 @@ from .._settings import WriteSettings
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
 from ._compress import Compressor, make_compressor
 from ._extract import BufferedTurn, Extractor, LLMExtractor, RuleExtractor
+from ._interactions import due_interactions
 from ._segment import NoSegmenter, Segmenter, make_segmenter
 from ._synthesize import Decide, RuleConfig, rule_decider
 from ._synthesize_llm import LLMSynthesizer
 from ._tokens import count_tokens
+from ._turnwriter import LLMTurnWriter, RuleTurnWriter, TurnWriter
 from ._windowed import CorefRuleExtractor, WindowedExtractor
 
 _CACHE_SIZE = 4096
@@ -47,6 +49,8 @@ class WriteStages:
     llm_extracts: bool = False
     context_turns: int = RECENT_TURNS  # turns before a batch read from the journal as its context
     synthesis: Synthesis | None = None  # online synthesis at write time (write.synthesis)
+    turn_writer: TurnWriter | None = None  # write.mode = "turn": one item per interaction
+    llm_writes_turns: bool = False
     # compressed text and token count per (turn id, text): compression may be a model call, and a
     # pending turn is looked at again by every later decision until its batch is due
     _cache: OrderedDict[tuple[str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
@@ -56,6 +60,8 @@ class WriteStages:
     def immediate(self) -> bool:
         """Whether a turn's memories are written in the same call (and transaction) that journals it:
         every turn is due at once and no LLM call sits between arrival and storage."""
+        if self.turn_writer is not None:
+            return not self.llm_writes_turns
         return self.policy.immediate and not self.llm_extracts
 
     def due(self, pending: Sequence[BufferedTurn], *, force: bool) -> Batch:
@@ -63,6 +69,8 @@ class WriteStages:
         prepared = self._prepare(pending)
         tokens = [n for _, n in prepared]
         turns = [t.model_copy(update={"compressed": text}) for t, (text, _) in zip(pending, prepared, strict=True)]
+        if self.turn_writer is not None:  # write.mode = "turn": the complete interactions
+            return due_interactions(turns, force=force)
         return due_batch(turns, tokens, self.policy, force=force, boundaries=self._boundaries)
 
     def _prepare(self, pending: Sequence[BufferedTurn]) -> list[tuple[str, int]]:
@@ -107,7 +115,16 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
         threshold = 512 if llm_extracts else 0
     return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder,
                        BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context,
-                       synthesis=_synthesis(settings, llm))
+                       synthesis=_synthesis(settings, llm), **_turn_writer(settings, llm))
+
+
+def _turn_writer(settings: WriteSettings, llm: LLMClient) -> dict[str, object]:
+    if settings.mode != "turn":
+        return {}
+    rules = RuleTurnWriter(context_turns=settings.context_turns)
+    if use_llm("write.turn_writer", settings.turn_writer, llm):
+        return {"turn_writer": LLMTurnWriter(llm, fallback=rules), "llm_writes_turns": True}
+    return {"turn_writer": rules}
 
 
 def _synthesis(settings: WriteSettings, llm: LLMClient) -> Synthesis | None:
