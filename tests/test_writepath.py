@@ -13,13 +13,18 @@ import re
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pytest
 
 from dialogmem import ConfigError, Memory
 from dialogmem._models import ScriptedLLM
 from dialogmem._records import memory_id
+from dialogmem._text import content_tokens
+from dialogmem._types import MemoryRecord
 from dialogmem._write import BufferedTurn
 from dialogmem._write._interactions import due_interactions
+from dialogmem._write._online import synthesis_changes
+from dialogmem._write._synthesize import RuleConfig, rule_decider
 
 LINE = re.compile(r"^\[[^\]]+\] (\d+)\.([^:]+): (.*)$", re.M)
 TURNS = [("Caroline", "I adopted a dog named Rex last month."), ("Melanie", "What breed is he?"),
@@ -267,3 +272,27 @@ def test_due_interactions(speakers: str, force: bool, expected: list[str]) -> No
 def test_due_interactions_close_at_a_session_change() -> None:
     turns = [_bt(0, "A", "s1"), _bt(1, "A", "s2"), _bt(2, "B", "s2")]
     assert [[t.turn_id for t in g] for g in due_interactions(turns, force=False)] == [["t0"], ["t1", "t2"]]
+
+
+def _rec(mid: str, text: str, t: float) -> MemoryRecord:
+    return MemoryRecord(id=mid, user_id="u1", session_id="s1", memory=text, time_stamp="2023-05-01T10:00:00",
+                        float_time_stamp=t, weekday="Mon", source_turn_ids=[f"turn-{mid}"], entities=["Rex"],
+                        created_at=t, updated_at=t)
+
+
+def test_synthesis_changes_fold_a_batch_into_the_oldest_memory() -> None:
+    one = np.array([1.0, 0.0], dtype=np.float32)
+    a, b, c = _rec("a", "Rex is a beagle.", 1), _rec("b", "Rex is a beagle puppy.", 2), \
+        _rec("c", "Rex is a small beagle puppy.", 3)
+    out = synthesis_changes([(b, one), (c, one)], [(a, one)], rule_decider(RuleConfig()),
+                            lambda texts: np.stack([one for _ in texts]), now=10.0)
+    assert [(w.record.id, w.event.value) for w in out.writes] == [("b", "ADD"), ("c", "ADD"), ("a", "UPDATE")]
+    survivor = out.writes[-1]
+    assert survivor.old == a and survivor.record.source_turn_ids == ["turn-a", "turn-b", "turn-c"]
+    assert {"small", "beagle", "puppy", "rex"} <= set(content_tokens(survivor.record.memory))
+    assert [(r.record.id, r.actor) for r in out.removals] == [("b", "write:synthesis:into:a"),
+                                                              ("c", "write:synthesis:into:a")]
+    other = _rec("x", "Rex is a beagle puppy.", 2).model_copy(update={"user_id": "u2"})
+    alone = synthesis_changes([(other, one)], [(a, one)], rule_decider(RuleConfig()),
+                              lambda texts: np.stack([one for _ in texts]), now=10.0)
+    assert [w.record.id for w in alone.writes] == ["x"] and not alone.removals  # never across users

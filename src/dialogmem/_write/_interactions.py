@@ -96,7 +96,7 @@ class TurnChanges:
         actor = decision.history[0].actor.replace("write", ACTOR, 1) if decision.history else ACTOR
         for record in upserts:
             same = record.id == item.id
-            self._put(record, vector if same or decision.action == "rewrite" else vectors[record.id],
+            self._put(record, vector if same or decision.action == "rewrite" else vectors.get(record.id),
                       actor, old=None if same else target)
         for rid in retired:
             gone = item if rid == item.id else similar[rid].record
@@ -104,7 +104,9 @@ class TurnChanges:
                 self._put(item, vector, ACTOR, old=None)  # written, then retired: history keeps it
             self.removals.append(MemoryRemoval(record=gone, actor=f"{ACTOR}:superseded-by:{decision.new_id}"))
 
-    def _put(self, record: MemoryRecord, vector: np.ndarray, actor: str, *, old: MemoryRecord | None) -> None:
+    def _put(self, record: MemoryRecord, vector: np.ndarray | None, actor: str, *,
+             old: MemoryRecord | None) -> None:
+        """One write per memory id (``vector=None``: the change writer embeds the text)."""
         earlier = self.writes.get(record.id)
         if earlier is not None:  # written earlier in this batch: one write, its first event and old
             self.writes[record.id] = MemoryWrite(record=record, event=earlier.event, actor=actor, old=earlier.old,
