@@ -159,8 +159,9 @@ def test_synthesis_never_merges_across_sessions_or_users(make_memory: Any) -> No
     assert len(cross.get_all("u1", limit=100)) == 1
 
 
-def test_synthesis_off_keeps_every_memory(make_memory: Any) -> None:
-    mem = make_memory(write={"context_turns": 0})
+@pytest.mark.parametrize("write", [{}, {"synthesis": "rules", "synthesis_min_cosine": 0.995}])
+def test_synthesis_off_or_below_its_cosine_keeps_every_memory(make_memory: Any, write: dict[str, Any]) -> None:
+    mem = make_memory(write={"context_turns": 0, **write})
     _say(mem, "u1", "s1", LAKE)
     _say(mem, "u1", "s1", LAKE_MORE)
     assert len(mem.get_all("u1", limit=100)) == 2
