@@ -24,14 +24,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ._changes import ChangeSet, MemoryWrite
 from ._journal import Journal, TurnStatus
 from ._records import records_from_facts
+from ._store import IndexFilter
 from ._types import Event, MemoryRecord, Turn
-from ._write import RECENT_TURNS, Batch, BufferedTurn, WriteStages
+from ._write import Batch, BufferedTurn, WriteStages
+from ._write._extract import fact_from_turns
+from ._write._interactions import TurnChanges
+from ._write._online import synthesis_changes
 from ._writer import ChangeWriter
 
 log = logging.getLogger(__name__)
+
+NEIGHBOURS = 6  # stored memories looked at per new memory by online synthesis
 
 
 @dataclass
@@ -82,13 +90,16 @@ class Ingest:
             return IngestResult()
         changes = self._batch_changes(user_id, batch)
         changes.turns = fresh + changes.turns  # immediate: the turns commit with their memories
-        stored = self.writer.apply(changes)
+        removed = {r.record.id for r in changes.removals}  # a fragment merged away by synthesis
+        stored = [r for r in self.writer.apply(changes) if r.id not in removed]
         return IngestResult(stored=stored, quarantined=list(changes.quarantined))
 
     def _batch_changes(self, user_id: str, batch: Batch) -> ChangeSet:
         turn_ids = [t.turn_id for segment in batch for t in segment]
         try:
             previous = self._context(user_id, batch[0][0], set(turn_ids))
+            if self.stages.turn_writer is not None:
+                return self._turn_changes(user_id, batch, previous, turn_ids)
             facts = self.stages.extractor.extract(batch, previous=previous)
             records = records_from_facts(user_id, facts, now=time.time())
             vectors = self.stages.embedder.embed([r.memory for r in records])
@@ -104,14 +115,67 @@ class Ingest:
             log.error("could not process turn %s of user %s (%s: %s); it is quarantined",
                       turn_ids[0], user_id, type(exc).__name__, exc, exc_info=True)
             return ChangeSet(user_id, quarantined=dict.fromkeys(turn_ids, f"{type(exc).__name__}: {exc}"))
+        if self.stages.synthesis is not None and records:
+            return self._synthesized(user_id, records, vectors, turn_ids)
         writes = [MemoryWrite(record=r, event=Event.ADD, actor="write", vector=v)
                   for r, v in zip(records, vectors, strict=True)]
         return ChangeSet(user_id, writes=writes, processed=turn_ids)
 
+    def _synthesized(self, user_id: str, records: list[MemoryRecord], vectors: np.ndarray,
+                     turn_ids: list[str]) -> ChangeSet:
+        """The batch's memories merged with related memories of their session (write.synthesis)."""
+        synthesis = self.stages.synthesis
+        assert synthesis is not None
+        new = list(zip(records, vectors, strict=True))
+        existing = self._session_neighbours(user_id, new, cross_session=synthesis.config.cross_session)
+        decide = synthesis.decider([*self.journal.speakers(user_id), *(r.speaker_name for r in records)])
+        online = synthesis_changes(new, existing, decide, self.stages.embedder.embed, now=time.time())
+        return ChangeSet(user_id, writes=online.writes, removals=online.removals, processed=turn_ids)
+
+    def _turn_changes(self, user_id: str, interactions: Batch, previous: list[BufferedTurn],
+                      turn_ids: list[str]) -> ChangeSet:
+        """write.mode = "turn": one item per interaction (seed 000 Algorithm 2), reconciled with the
+        user's nearest stored items; the model call (if any) runs under the user's lock only."""
+        writer = self.stages.turn_writer
+        assert writer is not None
+        now, history, facts = time.time(), list(previous), []
+        for group in interactions:
+            written = writer.write(group, history)
+            history += group
+            if written.text:
+                cited = [t for t in history if t.turn_id in set(written.source_turn_ids)] or list(group)
+                fact = fact_from_turns(written.text, cited, method=written.method)
+                facts.append(fact.model_copy(update={"speaker_name": group[0].speaker,
+                                                     "topic_id": group[-1].topic_id}))
+        changes = TurnChanges()
+        records = records_from_facts(user_id, facts, now=now)
+        vectors = self.stages.embedder.embed([r.memory for r in records]) if records else []
+        for record, vector in zip(records, vectors, strict=True):
+            hits = self.writer.index.dense_search(user_id, vector, limit=NEIGHBOURS, flt=IndexFilter(tier="mtm"))
+            stored = self.journal.vectors(user_id, [h.record.id for h in hits])
+            changes.add(record, vector, hits, stored, now=now)
+        return ChangeSet(user_id, writes=list(changes.writes.values()), removals=changes.removals,
+                         processed=turn_ids)
+
+    def _session_neighbours(self, user_id: str, new: list[tuple[MemoryRecord, np.ndarray]], *,
+                            cross_session: bool) -> list[tuple[MemoryRecord, np.ndarray]]:
+        """This user's stored MTM memories nearest to the new ones, in their session (unless
+        ``cross_session``): the candidates of synthesis, with their vectors."""
+        todo = [(r, v) for r, v in new if cross_session or r.session_id is not None]
+        if not todo:
+            return []
+        flts = [IndexFilter(tier="mtm", session_id=None if cross_session else r.session_id) for r, _ in todo]
+        hits = self.writer.index.dense_search_batch(user_id, np.stack([v for _, v in todo]),
+                                                     limit=NEIGHBOURS, flts=flts)
+        found = {h.record.id: h.record for hs in hits for h in hs if h.record.user_id == user_id}
+        stored = self.journal.vectors(user_id, list(found))
+        return [(found[i], stored[i]) for i in found if i in stored]
+
     def _context(self, user_id: str, first: BufferedTurn, batch_ids: set[str]) -> list[BufferedTurn]:
         """The turns said just before the batch (its extractor's read-only context), oldest first."""
-        earlier = self.journal.turns_before(user_id, first.seq or None, RECENT_TURNS + len(batch_ids))
-        return [BufferedTurn.from_turn(t) for t in earlier if t.id not in batch_ids][-RECENT_TURNS:]
+        n = self.stages.context_turns
+        earlier = self.journal.turns_before(user_id, first.seq or None, n + len(batch_ids))
+        return [BufferedTurn.from_turn(t) for t in earlier if t.id not in batch_ids][-n:]
 
     def pending_count(self, user_id: str | None = None) -> int:
         return self.journal.count_turns(user_id, TurnStatus.PENDING)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Section(BaseModel):
@@ -29,6 +29,47 @@ class WriteSettings(_Section):
     # Bounds on what one message may carry (checked before anything is written).
     max_turn_chars: int = Field(200_000, gt=0, le=10_000_000)
     max_metadata_bytes: int = Field(65_536, gt=0, le=10_000_000)
+    # -- SimpleMem write path (seed 003 §2.1-2.2) and the per-turn writer (seed 000 Algorithm 2)
+    window_turns: int | None = Field(None, ge=1, le=64, description=(
+        "Sliding-window extraction: W turns per window, the last `stride` of them the window's "
+        "targets and the turns before them (the previous batch's last turns included) read-only "
+        "context; every turn is a target of exactly one window. None: one extraction per batch."))
+    stride: int | None = Field(None, ge=1, le=64, description=(
+        "Targets per window (1 <= stride <= window_turns); None: half the window, at least 1."))
+    coref: bool = Field(False, description=(
+        "LLM-free coreference: pronouns of a turn resolved by rules against the preceding turns of "
+        "its session (from earlier batches too), the referent appended in brackets. The LLM "
+        "extractor resolves them in its prompt."))
+    synthesis: Literal["off", "auto", "llm", "rules"] = Field("off", description=(
+        "Online semantic synthesis at write time: a new memory merged with near-duplicate or "
+        "same-entity memories of the same user and session (LLM: one statement; rules: lossless "
+        "line merge); history keeps every version. off: each memory stays as extracted."))
+    synthesis_min_cosine: float = Field(0.8, ge=-1.0, le=1.0, description=(
+        "Cosine a stored memory needs to the new one to be a synthesis candidate."))
+    synthesis_cross_session: bool = Field(False, description=(
+        "Let synthesis merge memories of different sessions of the same user."))
+    mode: Literal["batch", "turn"] = Field("batch", description=(
+        "batch: extraction over buffered batches (LightMem/SimpleMem); turn: one concise item per "
+        "interaction (a turn and the reply to it) written when the interaction is complete, "
+        "redundant items merged or rewritten, conflicts settled by time and evidence."))
+    turn_writer: Literal["auto", "llm", "rules"] = Field("auto", description=(
+        "Backend of mode='turn': the LLM summary (turnwrite prompt) or the LLM-free rule item."))
+
+    @model_validator(mode="after")
+    def _window_stride(self) -> WriteSettings:
+        if self.stride is not None:
+            if self.window_turns is None:
+                raise ValueError("write.stride needs write.window_turns")
+            if self.stride > self.window_turns:
+                raise ValueError(f"write.stride ({self.stride}) must be <= write.window_turns "
+                                 f"({self.window_turns})")
+        return self
+
+    def window_stride(self) -> tuple[int, int] | None:
+        """(W, stride) of sliding-window extraction, or None when it is off."""
+        if self.window_turns is None:
+            return None
+        return self.window_turns, self.stride or max(1, self.window_turns // 2)
 
 
 class ReadSettings(_Section):

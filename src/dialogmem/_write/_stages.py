@@ -6,19 +6,37 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .._backends import use_llm
 from .._models._embed_base import Embedder
 from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
-from ._buffer import Batch, BufferPolicy, due_batch
+from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
 from ._compress import Compressor, make_compressor
 from ._extract import BufferedTurn, Extractor, LLMExtractor, RuleExtractor
+from ._interactions import due_interactions
 from ._segment import NoSegmenter, Segmenter, make_segmenter
+from ._synthesize import Decide, RuleConfig, rule_decider
+from ._synthesize_llm import LLMSynthesizer
 from ._tokens import count_tokens
+from ._turnwriter import LLMTurnWriter, RuleTurnWriter, TurnWriter
+from ._windowed import CorefRuleExtractor, WindowedExtractor
 
 _CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """How online synthesis decides: by the rule, or by ``llm`` (the rule as its fallback)."""
+
+    config: RuleConfig
+    llm: LLMClient | None = None
+
+    def decider(self, ignore_entities: Sequence[str]) -> Decide:
+        """The decision function for one user, the store's speaker names ignored as entities."""
+        config = replace(self.config, ignore_entities=tuple(ignore_entities))
+        return LLMSynthesizer(self.llm, config).decide if self.llm is not None else rule_decider(config)
 
 
 @dataclass
@@ -29,6 +47,10 @@ class WriteStages:
     embedder: Embedder
     policy: BufferPolicy
     llm_extracts: bool = False
+    context_turns: int = RECENT_TURNS  # turns before a batch read from the journal as its context
+    synthesis: Synthesis | None = None  # online synthesis at write time (write.synthesis)
+    turn_writer: TurnWriter | None = None  # write.mode = "turn": one item per interaction
+    llm_writes_turns: bool = False
     # compressed text and token count per (turn id, text): compression may be a model call, and a
     # pending turn is looked at again by every later decision until its batch is due
     _cache: OrderedDict[tuple[str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
@@ -38,6 +60,8 @@ class WriteStages:
     def immediate(self) -> bool:
         """Whether a turn's memories are written in the same call (and transaction) that journals it:
         every turn is due at once and no LLM call sits between arrival and storage."""
+        if self.turn_writer is not None:
+            return not self.llm_writes_turns
         return self.policy.immediate and not self.llm_extracts
 
     def due(self, pending: Sequence[BufferedTurn], *, force: bool) -> Batch:
@@ -45,6 +69,8 @@ class WriteStages:
         prepared = self._prepare(pending)
         tokens = [n for _, n in prepared]
         turns = [t.model_copy(update={"compressed": text}) for t, (text, _) in zip(pending, prepared, strict=True)]
+        if self.turn_writer is not None:  # write.mode = "turn": the complete interactions
+            return due_interactions(turns, force=force)
         return due_batch(turns, tokens, self.policy, force=force, boundaries=self._boundaries)
 
     def _prepare(self, pending: Sequence[BufferedTurn]) -> list[tuple[str, int]]:
@@ -76,9 +102,8 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
         if settings.compressor_model:
             opts["model_path"] = settings.compressor_model
     compressor = make_compressor(settings.compressor, **opts)
-    rules = RuleExtractor(context_turns=settings.context_turns)
     llm_extracts = use_llm("write.extractor", settings.extractor, llm)
-    extractor: Extractor = LLMExtractor(llm, fallback=rules) if llm_extracts else rules
+    extractor, context = _extractor(settings, llm, llm_extracts)
     segmenter_name = settings.segmenter
     if segmenter_name == "auto":
         segmenter_name = "attention" if llm_extracts else "none"
@@ -89,4 +114,33 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
     if threshold is None:
         threshold = 512 if llm_extracts else 0
     return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder,
-                       BufferPolicy(sensory, threshold), llm_extracts=llm_extracts)
+                       BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context,
+                       synthesis=_synthesis(settings, llm), **_turn_writer(settings, llm))
+
+
+def _turn_writer(settings: WriteSettings, llm: LLMClient) -> dict[str, object]:
+    if settings.mode != "turn":
+        return {}
+    rules = RuleTurnWriter(context_turns=settings.context_turns)
+    if use_llm("write.turn_writer", settings.turn_writer, llm):
+        return {"turn_writer": LLMTurnWriter(llm, fallback=rules), "llm_writes_turns": True}
+    return {"turn_writer": rules}
+
+
+def _synthesis(settings: WriteSettings, llm: LLMClient) -> Synthesis | None:
+    if settings.synthesis == "off":
+        return None
+    config = RuleConfig(min_cosine=settings.synthesis_min_cosine, cross_session=settings.synthesis_cross_session)
+    return Synthesis(config, llm if use_llm("write.synthesis", settings.synthesis, llm) else None)
+
+
+def _extractor(settings: WriteSettings, llm: LLMClient, llm_extracts: bool) -> tuple[Extractor, int]:
+    """The extractor of the settings and how many turns before a batch it reads as context."""
+    windows = settings.window_stride()
+    rule_context = settings.context_turns if windows is None else windows[0] - windows[1]
+    rules = (CorefRuleExtractor(context_turns=rule_context) if settings.coref
+             else RuleExtractor(context_turns=rule_context))
+    if windows is not None:
+        windowed = WindowedExtractor(rules, llm if llm_extracts else None, window=windows[0], stride=windows[1])
+        return windowed, max(RECENT_TURNS, windowed.context_needed)
+    return (LLMExtractor(llm, fallback=rules) if llm_extracts else rules), RECENT_TURNS
