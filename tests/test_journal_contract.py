@@ -325,7 +325,7 @@ def test_ltm_graph_rows_links_and_vectors(opener: Opener) -> None:
     assert j.graph_counts()["ltm_nodes"] == 2 and j.graph_counts()["ltm_edges"] == 1
     nodes, vectors = j.graph_node_vectors()
     assert sorted(n.id for n in nodes) == ["n1", "n2"] and vectors.shape == (2, 4)
-    assert len(j.graph_links("k1")) == 3 and j.ltm_since() == 5.0 and j.graph_generation() == 1
+    assert len(j.graph_links("k1")) == 3 and j.ltm_since() == 5.0 and j.graph_generation() == 2  # two deltas
     updated = a.model_copy(update={"evidence": 2, "updated_at": 2.0})  # no vector given: the stored one stays
     j.commit_graph(GraphCommit(delta=GraphDelta(update_nodes=[updated])))
     nodes, vectors = j.graph_node_vectors()
