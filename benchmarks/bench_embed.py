@@ -1,6 +1,11 @@
 """Measure the local embedder engines: batch throughput, one-query latency, load time, agreement.
 
     python benchmarks/bench_embed.py [--n 500] [--queries 200] [--json out.json]
+    python benchmarks/bench_embed.py --graphs [--rounds 15]   # fused vs plain ONNX graph
+
+``--graphs`` compares the cached graph (fused onnxruntime kernels) with the plain standard-op
+graph it replaced: vector parity, and CPU milliseconds per text on one intra-op thread (CPU time
+of the calling thread, so a busy shared machine disturbs it far less than wall time).
 
 Sentences are generated here (dialogue-like, 5-40 words) so the run needs no data set.
 """
@@ -81,6 +86,48 @@ def _torch_threads() -> int:
     return int(torch.get_num_threads())
 
 
+def compare_graphs(texts: list[str], rounds: int) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    from dialogmem._models._bert_fused import build_fused_model
+    from dialogmem._models._bert_onnx import build_model, read_safetensors
+    from dialogmem._models._embed import minilm_dir
+
+    tok = LocalEmbedder(engine="onnx").load()._tokenizer
+    model_dir = minilm_dir()
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    weights = read_safetensors(model_dir / "model.safetensors")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sessions = {name: ort.InferenceSession(build(weights, config).SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+                for name, build in (("plain", build_model), ("fused", build_fused_model))}
+
+    def feed(batch: list[str]) -> dict[str, np.ndarray]:
+        enc = tok.encode_batch(batch)
+        return {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64)}
+
+    singles = [feed([t]) for t in texts]
+    vecs = {n: np.concatenate([s.run(None, f)[0] for f in singles]) for n, s in sessions.items()}
+    by_len = sorted(texts, key=len)
+    feeds = {"query": feed(["what did Ana do about the pottery class?"]),
+             "memory": feed([" ".join(by_len[-4:])]), "batch16": feed(by_len[-16:])}
+    cpu: dict[str, dict[str, list[float]]] = {n: {f: [] for f in feeds} for n in sessions}
+    for _ in range(rounds):
+        for name, session in sessions.items():
+            for label, f in feeds.items():
+                started = time.thread_time()
+                session.run(None, f)
+                cpu[name][label].append((time.thread_time() - started) * 1000 / len(f["input_ids"]))
+    return {"texts": len(texts), "max_abs_diff": float(np.abs(vecs["plain"] - vecs["fused"]).max()),
+            "min_cosine": float((vecs["plain"] * vecs["fused"]).sum(axis=1).min()),
+            "tokens": {label: int(f["input_ids"].shape[1]) for label, f in feeds.items()},
+            "cpu_ms_per_text_median": {n: {label: round(statistics.median(v), 2) for label, v in r.items()}
+                                       for n, r in cpu.items()}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=500)
@@ -88,8 +135,13 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--threads", type=int, help="onnxruntime intra-op threads (default: cores, max 4)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--graphs", action="store_true", help="compare the fused and the plain ONNX graph")
+    ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
     texts = sentences(args.n)
+    if args.graphs:
+        print(json.dumps(compare_graphs(texts[:300], args.rounds), indent=2))
+        return
     queries = [f"what did {p} do about {t}?" for p, t in zip(sentences(args.queries, 11), _THINGS * 50,
                                                              strict=False)]
     engines = ["onnx"]

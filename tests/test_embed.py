@@ -100,6 +100,66 @@ def test_onnx_graph_is_cached_and_reused(onnx_embedder: LocalEmbedder, cache_dir
     assert not list(cache_dir.glob("*.tmp"))
 
 
+def test_fused_graph_matches_the_plain_graph(onnx_embedder: LocalEmbedder, tmp_path: Path) -> None:
+    """The cached graph uses onnxruntime's fused kernels; the plain standard-op graph is the reference."""
+    import onnxruntime as ort
+
+    from dialogmem._models._bert_onnx import build_model, read_safetensors
+    from dialogmem._models._embed import minilm_dir
+
+    model_dir = minilm_dir()
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    plain = ort.InferenceSession(build_model(read_safetensors(model_dir / "model.safetensors"), config)
+                                 .SerializeToString(), providers=["CPUExecutionProvider"])
+    session, tok = onnx_embedder.load()._session, onnx_embedder._tokenizer
+    assert any(n.op_type == "Attention" for n in _graph_nodes(onnx_embedder))
+    for batch in ([s] for s in SENTENCES):
+        enc = tok.encode_batch(batch)
+        feed = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64)}
+        a, b = plain.run(None, feed)[0], session.run(None, feed)[0]
+        assert float(np.abs(a - b).max()) <= 1e-5
+    padded = onnx_embedder.embed(SENTENCES)  # batch_size=4: right-padded batches
+    singles = np.stack([onnx_embedder.embed([s])[0] for s in SENTENCES])
+    assert float(np.abs(padded - singles).max()) <= 1e-5
+
+
+def _graph_nodes(emb: LocalEmbedder) -> list[Any]:
+    import onnx
+
+    path = next(emb.cache_dir.glob("minilm-*.onnx"))
+    return list(onnx.load(str(path)).graph.node)
+
+
+def test_query_cache(cache_dir: Path) -> None:
+    usage = UsageTracker()
+    emb = LocalEmbedder(engine="onnx", cache_dir=cache_dir, usage=usage, query_cache=2)
+    first = emb.embed_query("where is the dog?")
+    np.testing.assert_allclose(first, emb.embed(["where is the dog?"])[0], atol=1e-6)
+    assert usage.get("embedding", "embed").calls == 2
+    first[:] = 0.0  # the caller's copy, not the cached row
+    again = emb.embed_query("where is the dog?")
+    assert usage.get("embedding", "embed").calls == 2 and float(np.linalg.norm(again)) > 0.99
+    both = emb.embed_queries(["new one", "where is the dog?", "new one"])
+    assert usage.get("embedding", "embed").calls == 3  # only the unseen text, once
+    np.testing.assert_allclose(both[0], both[2])
+    np.testing.assert_allclose(both[1], again)
+    emb.embed_queries(["third"])
+    assert len(emb.query_cache) == 2 and emb.query_cache.lookup(["where is the dog?"]) == [None]
+    emb.embed(["a write-path text"])
+    assert emb.query_cache.lookup(["a write-path text"]) == [None]
+    off = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0)
+    off.embed_query("x")
+    assert len(off.query_cache) == 0
+
+
+def test_unloadable_graph_is_a_config_error(tmp_path: Path, cache_dir: Path) -> None:
+    good = next(cache_dir.glob("minilm-*.onnx"))
+    (tmp_path / good.name).write_bytes(b"not an onnx graph")
+    with pytest.raises(ConfigError, match="cannot load"):
+        LocalEmbedder(engine="onnx", cache_dir=tmp_path).load()
+
+
 def test_lazy_thread_safe_loading(cache_dir: Path) -> None:
     emb = LocalEmbedder(engine="onnx", cache_dir=cache_dir)
     assert emb._session is None  # constructing is cheap: nothing loaded yet

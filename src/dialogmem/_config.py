@@ -68,6 +68,8 @@ class EmbedderConfig(_Section):
     api_key: str | None = None
     dim: int = 384  # must match the model; it sizes the index
     batch_size: int = 64
+    # local: query vectors kept per embedder (LRU by exact text); 0 turns the cache off
+    query_cache: int = Field(256, ge=0, le=1_000_000)
 
 
 class LLMConfig(_Section):

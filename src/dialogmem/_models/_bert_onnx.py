@@ -5,6 +5,9 @@ make torch a requirement of the fast path; instead the graph of a BERT encoder f
 pooling and L2 normalisation (what sentence-transformers runs for all-MiniLM-L6-v2) is written
 here with ``onnx.helper`` and the weights are copied in. The result is cached on disk, keyed by
 the weights' hash, so ``onnx`` is only needed the first time.
+
+``build_model`` is the plain reference graph (standard ONNX ops only); what is cached and run is
+``_bert_fused.build_fused_model``, the same arithmetic with onnxruntime's fused kernels.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from .._errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-GRAPH_VERSION = 1  # bump when the graph below changes, so stale cache files are not reused
+# bump when the cached graph changes, so stale cache files are not reused (2: fused kernels)
+GRAPH_VERSION = 2
 _OPSET = 17
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "BF16": None}
 
@@ -68,8 +72,10 @@ def cached_onnx(model_dir: Path, cache_dir: Path) -> Path:
     except ImportError as exc:
         raise ConfigError("building the ONNX embedder needs the onnx package once: pip install onnx "
                           "(or use embedder.engine=torch)") from exc
+    from ._bert_fused import build_fused_model
+
     log.info("writing the ONNX sentence encoder to %s (once)", target)
-    model = build_model(read_safetensors(weights), config)
+    model = build_fused_model(read_safetensors(weights), config)
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Atomic: another process loading at the same time sees either no file or a whole one.
     fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".onnx.tmp")

@@ -13,8 +13,9 @@ from typing import Any, Literal
 import numpy as np
 import platformdirs
 
-from .._errors import ConfigError, InputError, LLMError, LLMUnavailableError
+from .._errors import ConfigError, InputError, LLMError, LLMUnavailableError, StoreError
 from .._usage import UsageTracker
+from ._embed_cache import QueryCache
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,11 @@ class LocalEmbedder:
     tokenizer; ``engine="torch"`` uses sentence-transformers. Both give the same vectors (max
     difference ~1e-7). ``auto`` takes onnx, measured faster here (see benchmarks/bench_embed.py),
     and torch when onnxruntime is missing. The model loads on the first call, once, under a lock.
+
+    ``embed_query`` and ``embed_queries`` (the read path) keep the last ``query_cache`` query
+    vectors, keyed by the exact text; ``embed`` (the write path) never touches that cache.
+    onnxruntime's worker threads do not spin while waiting (``allow_spinning=0``): on a busy
+    2-core machine spinning threads steal the core the other thread needs.
     """
 
     dim = MINILM_DIM
@@ -64,6 +70,7 @@ class LocalEmbedder:
         threads: int | None = None,
         usage: UsageTracker | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
+        query_cache: int = 256,
     ) -> None:
         if engine not in ("auto", "onnx", "torch"):
             raise ConfigError(f"unknown embedder.engine {engine!r}: use auto, onnx or torch")
@@ -76,6 +83,7 @@ class LocalEmbedder:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache
         self._model_dir = minilm_dir()
         self._lock = threading.Lock()
+        self.query_cache = QueryCache(max(0, int(query_cache)))
         self._session: Any = None
         self._tokenizer: Any = None
         self._st: Any = None
@@ -126,8 +134,14 @@ class LocalEmbedder:
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own (pybind) exception types
+            raise ConfigError(f"onnxruntime cannot load the embedder graph {path}: {_first_line(exc)} "
+                              "(delete the file to rebuild it, or use embedder.engine=torch)") from exc
         self._tokenizer = tokenizer
-        self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self._session = session
 
     def _load_torch(self) -> None:
         from sentence_transformers import SentenceTransformer
@@ -154,8 +168,21 @@ class LocalEmbedder:
         return vectors
 
     def embed_query(self, text: str, *, stage: str = "embed") -> np.ndarray:
-        """(384,) float32, L2-normalised."""
-        return self.embed([text], stage=stage)[0]
+        """(384,) float32, L2-normalised; served from the query cache when the text was seen."""
+        return self.embed_queries([text], stage=stage)[0]
+
+    def embed_queries(self, texts: Sequence[str], *, stage: str = "embed") -> np.ndarray:
+        """``embed(texts)`` through the query cache: only unseen texts reach the encoder (in one
+        batch), and they are remembered. Same vectors as ``embed``."""
+        texts = _check_texts(texts)
+        found = self.query_cache.lookup(texts)
+        missing = sorted({t for t, v in zip(texts, found, strict=True) if v is None})
+        fresh = dict(zip(missing, self.embed(missing, stage=stage), strict=True)) if missing else {}
+        self.query_cache.store(list(fresh), np.asarray(list(fresh.values())).reshape(len(fresh), self.dim))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, (text, vector) in enumerate(zip(texts, found, strict=True)):
+            out[i] = vector if vector is not None else fresh[text]
+        return out
 
     def _embed_onnx(self, texts: list[str]) -> tuple[np.ndarray, int]:
         # Sorting by length keeps padding small inside each batch.
@@ -168,7 +195,10 @@ class LocalEmbedder:
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
             tokens += int(mask.sum())
-            out[idx] = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            try:
+                out[idx] = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            except Exception as exc:  # onnxruntime's own exception types
+                raise StoreError(f"the ONNX embedder failed on {len(idx)} texts: {_first_line(exc)}") from exc
         return out, tokens
 
     def _embed_torch(self, texts: list[str]) -> tuple[np.ndarray, int]:
@@ -176,6 +206,11 @@ class LocalEmbedder:
                                   convert_to_numpy=True, show_progress_bar=False)
         tokens = sum(min(len(ids), MAX_TOKENS) for ids in self._st.tokenizer(texts)["input_ids"])
         return np.asarray(vectors, dtype=np.float32), tokens
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

@@ -47,7 +47,8 @@ def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Emb
         if cfg.model not in (None, LOCAL_MODEL) or cfg.dim != LOCAL_DIM:
             raise ConfigError(f"the local embedder is {LOCAL_MODEL} ({LOCAL_DIM}-d); for another model use "
                               "embedder.backend=openai with an OpenAI-compatible embeddings server")
-        return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage)
+        return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage,
+                             query_cache=cfg.query_cache)
     if cfg.backend == "openai":
         if not cfg.model:
             raise ConfigError("embedder.model is required for embedder.backend=openai "

@@ -95,8 +95,11 @@ def active_filters(plan: QueryPlan, route: str) -> list[str]:
 
 
 def embed_views(embedder: Embedder, plan: QueryPlan) -> np.ndarray:
-    """All HQ vectors in one ``embed`` call, shape (n, dim)."""
-    return embedder.embed([h.text for h in plan.hqs])
+    """All HQ vectors in one call, shape (n, dim): through the embedder's query cache when it has
+    one (``embed_queries``), else one ``embed`` call."""
+    texts = [h.text for h in plan.hqs]
+    cached = getattr(embedder, "embed_queries", None)
+    return cached(texts) if callable(cached) else embedder.embed(texts)
 
 
 def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.ndarray, *, k: int,

@@ -1,0 +1,58 @@
+"""A bounded, thread-safe LRU of query vectors, keyed by the exact text.
+
+It lives on one embedder instance (no module-level state). Searches repeat queries more than one
+would think: a chat turn is searched again when the assistant retries, a dashboard polls the same
+question, and the bench searches each question once per k. A hit skips the encoder entirely.
+Stored vectors are read-only copies; callers get fresh copies, so nobody can change a cached row.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class QueryCache:
+    """``size`` vectors at most; ``size=0`` caches nothing."""
+
+    def __init__(self, size: int) -> None:
+        if size < 0:
+            raise ValueError("cache size must be >= 0")
+        self.size = int(size)
+        self._rows: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def lookup(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """The cached vector (a copy) of each text, or None; found rows become most recent."""
+        out: list[np.ndarray | None] = []
+        with self._lock:
+            for text in texts:
+                row = self._rows.get(text)
+                if row is not None:
+                    self._rows.move_to_end(text)
+                    self.hits += 1
+                    out.append(row.copy())
+                else:
+                    self.misses += 1
+                    out.append(None)
+        return out
+
+    def store(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        if self.size == 0:
+            return
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                row = np.array(vector, dtype=np.float32, copy=True)
+                row.setflags(write=False)
+                self._rows[text] = row
+                self._rows.move_to_end(text)
+            while len(self._rows) > self.size:
+                self._rows.popitem(last=False)
