@@ -270,3 +270,16 @@ def test_openai_embedder_unreachable() -> None:
                          max_retries=0)
     with pytest.raises(LLMUnavailableError):
         emb.embed(["x"])
+
+
+@pytest.mark.parametrize("spin", [True, False])
+def test_spin_wait_reaches_the_session(cache_dir: Path, spin: bool) -> None:
+    from dialogmem._config import EmbedderConfig
+    from dialogmem._models._factory import make_embedder
+
+    emb = make_embedder(EmbedderConfig(spin_wait=spin))
+    assert isinstance(emb, LocalEmbedder)
+    emb.cache_dir = cache_dir
+    emb.load()
+    entry = emb._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+    assert entry == ("1" if spin else "0")

@@ -70,6 +70,10 @@ class EmbedderConfig(_Section):
     batch_size: int = 64
     # local: query vectors kept per embedder (LRU by exact text); 0 turns the cache off
     query_cache: int = Field(256, ge=0, le=1_000_000)
+    # local onnx: worker threads spin while waiting for work. Faster on a quiet machine (query embed
+    # p50 4.6 vs 5.3 ms here); turn it off on a machine busy with other work (there spinning threads
+    # steal the core the other thread needs: p50 112 vs 199 ms for a memory at load 28).
+    spin_wait: bool = True
 
 
 class LLMConfig(_Section):

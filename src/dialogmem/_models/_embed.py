@@ -56,8 +56,8 @@ class LocalEmbedder:
 
     ``embed_query`` and ``embed_queries`` (the read path) keep the last ``query_cache`` query
     vectors, keyed by the exact text; ``embed`` (the write path) never touches that cache.
-    onnxruntime's worker threads do not spin while waiting (``allow_spinning=0``): on a busy
-    2-core machine spinning threads steal the core the other thread needs.
+    ``spin_wait`` lets onnxruntime's worker threads spin while waiting (faster on a quiet machine;
+    turn it off where other work keeps the cores busy).
     """
 
     dim = MINILM_DIM
@@ -71,6 +71,7 @@ class LocalEmbedder:
         usage: UsageTracker | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         query_cache: int = 256,
+        spin_wait: bool = True,
     ) -> None:
         if engine not in ("auto", "onnx", "torch"):
             raise ConfigError(f"unknown embedder.engine {engine!r}: use auto, onnx or torch")
@@ -84,6 +85,7 @@ class LocalEmbedder:
         self._model_dir = minilm_dir()
         self._lock = threading.Lock()
         self.query_cache = QueryCache(max(0, int(query_cache)))
+        self.spin_wait = spin_wait
         self._session: Any = None
         self._tokenizer: Any = None
         self._st: Any = None
@@ -134,7 +136,7 @@ class LocalEmbedder:
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin_wait else "0")
         try:
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own (pybind) exception types

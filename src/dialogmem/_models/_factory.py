@@ -48,7 +48,7 @@ def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Emb
             raise ConfigError(f"the local embedder is {LOCAL_MODEL} ({LOCAL_DIM}-d); for another model use "
                               "embedder.backend=openai with an OpenAI-compatible embeddings server")
         return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage,
-                             query_cache=cfg.query_cache)
+                             query_cache=cfg.query_cache, spin_wait=cfg.spin_wait)
     if cfg.backend == "openai":
         if not cfg.model:
             raise ConfigError("embedder.model is required for embedder.backend=openai "
