@@ -304,9 +304,10 @@ def test_routing_and_budget_split() -> None:
     personal = QueryPlan(query="Which city did I visit?", hqs=[HypotheticalQuery(text="city visit")])
     routed = QueryPlan(query="Which city did I visit?", hqs=[HypotheticalQuery(text="city", route="ltm")])
     assert ltm_slots(general, 10, speakers=[], personal_hits=2) == 5
-    assert ltm_slots(personal, 10, speakers=[], personal_hits=2) == 2
+    assert ltm_slots(personal, 10, speakers=[], personal_hits=2) == 1
     assert ltm_slots(personal, 1, speakers=[], personal_hits=2) == 0  # the top hits stay the user's own
-    assert ltm_slots(personal, 5, speakers=[], personal_hits=2) == 1
+    assert ltm_slots(personal, 5, speakers=[], personal_hits=2) == 0
+    assert ltm_slots(personal, 20, speakers=[], personal_hits=2) == 2
     assert ltm_slots(routed, 10, speakers=[], personal_hits=0) == 5  # the LLM planner routed a view to LTM
     mtm = [_hit("m1", ["t1"]), _hit("m2", ["t2"]), _hit("m3", ["t3"])]
     redundant, new, general_fact = _hit("g1", ["t1"], "ltm"), _hit("g2", ["t9"], "ltm"), _hit("g3", [], "ltm")

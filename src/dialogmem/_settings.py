@@ -98,7 +98,7 @@ class SleepSettings(_Section):
     # when asked for.
     consolidator: Literal["auto", "llm", "rules"] = "rules"
     # Of the K search results, at most this many are LTM graph facts for a question about the user
-    # (a personal reference: a pronoun or a speaker's name), and never more than K // 5 (the top ranks stay
+    # (a personal reference: a pronoun or a speaker's name), and never more than K // 10 (the top ranks stay
     # the user's own memories); a general question gets up to K // 2.
     ltm_search_hits: int = Field(2, ge=0, le=50)
     # A graph node is a search hit only with at least this cosine to the query.
