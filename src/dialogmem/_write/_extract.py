@@ -14,7 +14,7 @@ A batch is a list of topic segments, each a list of ``BufferedTurn``. Two backen
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -172,6 +172,43 @@ class RuleExtractor:
         return fact
 
 
+FactCiter = Callable[["_FactItem", str], Sequence[int]]
+
+
+def facts_in_turn_order(out: ExtractionOutput, turns: Sequence[BufferedTurn], cite: FactCiter,
+                        fill: Callable[[list[int]], list[tuple[int, ExtractedFact]]], *,
+                        what: str) -> list[ExtractedFact]:
+    """The model's facts on ``turns`` (positions from ``cite``; a fact citing none is dropped, a
+    repeat of the same fact on the same turns is one memory), dates made absolute against the
+    latest cited turn, then rule facts from ``fill`` for every informative turn no fact covered;
+    all in turn order, the model's order within a turn."""
+    ranked: list[tuple[int, int, ExtractedFact]] = []
+    covered: set[int] = set()
+    seen: set[tuple[tuple[int, ...], str]] = set()
+    for order, item in enumerate(out.data):
+        text = " ".join(item.fact.split())
+        if not text:
+            continue
+        ids = tuple(cite(item, text))
+        if not ids:
+            logger.info("%s: dropped a fact citing no usable turn: %r", what, text[:120])
+            continue
+        if (ids, text.casefold()) in seen:  # small models loop; a repeated fact is the same memory
+            continue
+        seen.add((ids, text.casefold()))
+        covered.update(ids)
+        sources = [turns[i] for i in ids]
+        latest = max(sources, key=lambda t: t.float_time_stamp)
+        ranked.append((ids[0], order, fact_from_turns(absolutize(text, latest.reference_time()), sources,
+                                                      method="llm")))
+    missing = [i for i, t in enumerate(turns) if i not in covered and not is_filler(t.text)]
+    if missing:
+        logger.info("%s: %d informative turns got no LLM fact; rule facts added", what, len(missing))
+        ranked += [(i, -1, fact) for i, fact in fill(missing)]
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [f for _, _, f in ranked]
+
+
 def _normalised(turn: BufferedTurn) -> str:
     return absolutize(turn.content(), turn.reference_time())
 
@@ -273,34 +310,9 @@ class LLMExtractor:
                              what=f"{len(turns)} turns")
 
     def _map_facts(self, out: ExtractionOutput, turns: list[BufferedTurn]) -> list[ExtractedFact]:
-        ranked: list[tuple[int, int, ExtractedFact]] = []
-        covered: set[int] = set()
-        seen: set[tuple[tuple[int, ...], str]] = set()
-        for order, item in enumerate(out.data):
-            text = " ".join(item.fact.split())
-            if not text:
-                continue
-            ids = self._attribute(item, text, turns)
-            key = (tuple(ids), text.casefold())
-            if key in seen:  # small models loop; a repeated fact is the same memory
-                continue
-            seen.add(key)
-            if not ids:
-                logger.warning("extraction: dropped a fact with no usable source id: %r", text[:120])
-                continue
-            covered.update(ids)
-            sources = [turns[i] for i in ids]
-            latest = max(sources, key=lambda t: t.float_time_stamp)
-            text = absolutize(text, latest.reference_time())
-            ranked.append((ids[0], order, fact_from_turns(text, sources, method="llm")))
-        missing = [i for i, t in enumerate(turns) if i not in covered and not is_filler(t.text)]
-        if missing:
-            logger.info("extraction: %d informative turns got no LLM fact; rule facts added",
-                        len(missing))
-        for i in missing:
-            ranked.append((i, -1, self._fallback.extract_turn(turns[i])))
-        ranked.sort(key=lambda r: (r[0], r[1]))
-        return [f for _, _, f in ranked]
+        return facts_in_turn_order(
+            out, turns, lambda item, text: self._attribute(item, text, turns),
+            lambda missing: [(i, self._fallback.extract_turn(turns[i])) for i in missing], what="extraction")
 
     @staticmethod
     def _attribute(item: _FactItem, text: str, turns: list[BufferedTurn]) -> list[int]:

@@ -25,10 +25,16 @@ from collections.abc import Sequence
 
 from .._backends import with_fallback
 from .._models._llm_base import LLMClient
-from .._text import is_filler
 from ._coref import RECENT_TURNS, resolve
-from ._extract import STAGE, Batch, BufferedTurn, ExtractedFact, ExtractionOutput, RuleExtractor, fact_from_turns
-from ._timenorm import absolutize
+from ._extract import (
+    STAGE,
+    Batch,
+    BufferedTurn,
+    ExtractedFact,
+    ExtractionOutput,
+    RuleExtractor,
+    facts_in_turn_order,
+)
 from ._window import Window, map_window_citation, plan_windows, render_window
 
 logger = logging.getLogger(__name__)
@@ -106,32 +112,10 @@ class WindowedExtractor:
 
     def _map(self, out: ExtractionOutput, w: Window[BufferedTurn]) -> list[ExtractedFact]:
         """Facts of the targets only (context never cited); uncovered informative targets by rules."""
-        ranked: list[tuple[int, int, ExtractedFact]] = []
-        covered: set[int] = set()
-        seen: set[tuple[tuple[int, ...], str]] = set()
-        for order, item in enumerate(out.data):
-            text = " ".join(item.fact.split())
-            if not text:
-                continue
-            citation = map_window_citation(w, item.ids(), text)
-            key = (citation.targets, text.casefold())
-            if not citation.targets or key in seen:
-                if not citation.targets:
-                    logger.info("window extraction: a fact restating context only was dropped: %r", text[:120])
-                continue
-            seen.add(key)
-            covered.update(citation.targets)
-            sources = [w.targets[i] for i in citation.targets]
-            latest = max(sources, key=lambda t: t.float_time_stamp)
-            text = absolutize(text, latest.reference_time())
-            ranked.append((citation.targets[0], order, fact_from_turns(text, sources, method="llm")))
-        missing = [i for i, t in enumerate(w.targets) if i not in covered and not is_filler(t.text)]
-        if missing:
-            rule_facts = self._rule_window(w)
-            by_turn = {f.source_turn_ids[-1]: f for f in rule_facts}
-            for i in missing:
-                fact = by_turn.get(w.targets[i].turn_id)
-                if fact is not None:
-                    ranked.append((i, -1, fact))
-        ranked.sort(key=lambda r: (r[0], r[1]))
-        return [f for _, _, f in ranked]
+        def fill(missing: list[int]) -> list[tuple[int, ExtractedFact]]:
+            by_turn = {f.source_turn_ids[-1]: f for f in self._rule_window(w)}
+            found = ((i, by_turn.get(w.targets[i].turn_id)) for i in missing)
+            return [(i, fact) for i, fact in found if fact is not None]
+
+        return facts_in_turn_order(out, w.targets, lambda item, text: map_window_citation(w, item.ids(), text).targets,
+                                   fill, what="window extraction")
