@@ -15,29 +15,20 @@ from typing import Any
 
 import numpy as np
 
+from ._bert_onnx import GraphParts
+
 _MS = "com.microsoft"
 
 
 def build_fused_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
     """ONNX model: (input_ids, attention_mask) int64 [B, S] -> L2-normalised mean-pooled [B, H]."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto
 
     hidden = int(config["hidden_size"])
     heads = int(config["num_attention_heads"])
     eps = float(config.get("layer_norm_eps", 1e-12))
-    nodes: list[Any] = []
-    inits: list[Any] = []
-    counter = iter(range(10**9))
-
-    def const(arr: np.ndarray, name: str | None = None) -> str:
-        name = name or f"c{next(counter)}"
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
-        return name
-
-    def op(kind: str, inputs: list[str], *, domain: str = "", n_out: int = 1, **attrs: Any) -> str:
-        outs = [f"{kind.lower()}{next(counter)}" for _ in range(n_out)]
-        nodes.append(helper.make_node(kind, inputs, outs, domain=domain or None, **attrs))
-        return outs[0]
+    g = GraphParts()
+    const, op = g.const, g.op
 
     def matmul(x: str, prefix: str) -> str:
         return op("MatMul", [x, const(w[f"{prefix}.weight"].T.astype(np.float32), f"{prefix}.weight_t")])
@@ -72,24 +63,5 @@ def build_fused_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
                   domain=_MS)
         x = skip_ln(matmul(gelu, f"{p}.output.dense"), x, f"{p}.output.dense", f"{p}.output.LayerNorm")
 
-    i64 = np.int64
-    mask = op("Cast", ["attention_mask"], to=TensorProto.FLOAT)
-    mask3 = op("Unsqueeze", [mask, const(np.array([2], i64))])
-    summed = op("ReduceSum", [op("Mul", [x, mask3]), const(np.array([1], i64))], keepdims=0)
-    count = op("Max", [op("ReduceSum", [mask3, const(np.array([1], i64))], keepdims=0),
-                       const(np.array(1e-9, np.float32))])
-    mean = op("Div", [summed, count])
-    norm = op("Max", [op("ReduceL2", [mean], axes=[1], keepdims=1), const(np.array(1e-12, np.float32))])
-    nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"]))
-
-    graph = helper.make_graph(
-        nodes, "sentence_encoder_fused",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(_MS, 1)],
-                              producer_name="dialogmem")
-    model.ir_version = 8
-    return model
+    g.mean_pool_normalised(x, op("Cast", ["attention_mask"], to=TensorProto.FLOAT))
+    return g.model("sentence_encoder_fused", hidden, [("", 17), (_MS, 1)])

@@ -89,27 +89,70 @@ def cached_onnx(model_dir: Path, cache_dir: Path) -> Path:
     return target
 
 
+class GraphParts:
+    """The pieces both encoder graphs are made of: initializers, nodes with unique output names, and
+    the shared head (mean over real tokens, L2 normalisation) and model wrapper."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self._counter = iter(range(10**9))
+
+    def const(self, arr: np.ndarray, name: str | None = None) -> str:
+        from onnx import numpy_helper
+
+        name = name or f"c{next(self._counter)}"
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def op(self, kind: str, inputs: list[str], *, domain: str = "", n_out: int = 1, **attrs: Any) -> str:
+        from onnx import helper
+
+        outs = [f"{kind.lower()}{next(self._counter)}" for _ in range(n_out)]
+        self.nodes.append(helper.make_node(kind, inputs, outs, domain=domain or None, **attrs))
+        return outs[0]
+
+    def mean_pool_normalised(self, x: str, mask: str) -> None:
+        """``sentence_embedding``: mean over real tokens, then L2 normalisation (the clamps of
+        sentence-transformers). ``mask`` is the float attention mask [B, S]."""
+        from onnx import helper
+
+        i64 = np.int64
+        mask3 = self.op("Unsqueeze", [mask, self.const(np.array([2], i64))])
+        summed = self.op("ReduceSum", [self.op("Mul", [x, mask3]), self.const(np.array([1], i64))], keepdims=0)
+        count = self.op("Max", [self.op("ReduceSum", [mask3, self.const(np.array([1], i64))], keepdims=0),
+                                self.const(np.array(1e-9, np.float32))])
+        mean = self.op("Div", [summed, count])
+        norm = self.op("Max", [self.op("ReduceL2", [mean], axes=[1], keepdims=1),
+                               self.const(np.array(1e-12, np.float32))])
+        self.nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"]))
+
+    def model(self, name: str, hidden: int, opsets: list[tuple[str, int]]) -> Any:
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph(
+            self.nodes, name,
+            [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+             helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+            [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
+            self.inits,
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets],
+                                  producer_name="dialogmem")
+        model.ir_version = 8
+        return model
+
+
 def build_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
     """ONNX model: (input_ids, attention_mask) int64 [B, S] -> L2-normalised mean-pooled [B, H]."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto
 
     hidden = int(config["hidden_size"])
     heads = int(config["num_attention_heads"])
     eps = float(config.get("layer_norm_eps", 1e-12))
     head_dim = hidden // heads
-    nodes: list[Any] = []
-    inits: list[Any] = []
-    counter = iter(range(10**9))
-
-    def const(arr: np.ndarray, name: str | None = None) -> str:
-        name = name or f"c{next(counter)}"
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
-        return name
-
-    def op(kind: str, inputs: list[str], **attrs: Any) -> str:
-        out = f"{kind.lower()}{next(counter)}"
-        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
-        return out
+    g = GraphParts()
+    const, op = g.const, g.op
 
     def linear(x: str, prefix: str) -> str:
         weight = const(w[f"{prefix}.weight"].T.astype(np.float32), f"{prefix}.weight_t")
@@ -159,24 +202,5 @@ def build_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
         gelu = op("Mul", [op("Mul", [h, half]), op("Add", [op("Erf", [op("Mul", [h, inv_sqrt2])]), one])])
         x = layer_norm(op("Add", [linear(gelu, f"{p}.output.dense"), x]), f"{p}.output.LayerNorm")
 
-    # Mean over real tokens, then L2 normalisation (same clamps as sentence-transformers).
-    mask3 = op("Unsqueeze", [mask, const(np.array([2], i64))])
-    summed = op("ReduceSum", [op("Mul", [x, mask3]), const(np.array([1], i64))], keepdims=0)
-    count = op("Max", [op("ReduceSum", [mask3, const(np.array([1], i64))], keepdims=0),
-                       const(np.array(1e-9, np.float32))])
-    mean = op("Div", [summed, count])
-    norm = op("Max", [op("ReduceL2", [mean], axes=[1], keepdims=1),
-                      const(np.array(1e-12, np.float32))])
-    nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"]))
-
-    graph = helper.make_graph(
-        nodes, "sentence_encoder",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)],
-                              producer_name="dialogmem")
-    model.ir_version = 8
-    return model
+    g.mean_pool_normalised(x, mask)
+    return g.model("sentence_encoder", hidden, [("", _OPSET)])
