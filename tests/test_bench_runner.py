@@ -399,3 +399,12 @@ def test_dialogmem_render_is_the_facade_context(tmp_path: Path) -> None:
             system.render([RetrievedHit(id="nope", text="x", score=0.0)])
     finally:
         system.close()
+
+
+def test_llm_write_mode_needs_dialogmem_llm_and_no_reader(tmp_path: Path) -> None:
+    """``llm-write``: dialogmem writes with its configured LLM, only retrieval is scored (no reader)."""
+    no_llm = Config(data_dir=tmp_path / "unused", llm=LLMConfig(backend="none"))
+    with pytest.raises(ConfigError, match="llm-write needs an LLM"):
+        run_benchmark(spec(tmp_path / "a", mode="llm-write", systems=["dialogmem"], config=no_llm))
+    with pytest.raises(InputError, match="full-context"):
+        run_benchmark(spec(tmp_path / "b", mode="llm-write", systems=["full-context"]))
