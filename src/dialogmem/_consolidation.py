@@ -37,7 +37,7 @@ from ._journal import Journal
 from ._models._embed_base import Embedder
 from ._models._llm_base import LLMClient
 from ._settings import SleepSettings
-from ._sleep._consolidate import ConsolidationThresholds, consolidate, forget_subject
+from ._sleep._consolidate import ConsolidationThresholds, consolidate, forget_memories, forget_subject
 from ._sleep._deid import Deidentifier
 from ._sleep._graph import GraphNode
 from ._sleep._llmunits import LLMUnitExtractor
@@ -157,5 +157,22 @@ class LTMConsolidator:
                 return 0
             view = self.journal.graph_view()
             delta = forget_subject(key, view.links, view, now=time.time(), floor=self.thresholds.floor)
-            self.journal.commit_graph(GraphCommit(delta=delta))
+            self.writer.apply(ChangeSet("", graph=GraphCommit(delta=delta)))
             return len(delta.remove_links)
+
+    def apply_removal(self, cs: ChangeSet) -> int:
+        """Apply ``cs`` (one user's deleted memories) with the removal of those memories' evidence
+        links and the weakening of what rested on them, in the same transaction. Returns how many
+        links were removed."""
+        key = self.subject_key(cs.user_id)
+        ids = {r.record.id for r in cs.removals if r.status == "deleted"}
+        with self._lock:
+            mine = [link for link in self.journal.graph_links(key) if link.memory_id in ids]
+            if mine:
+                targets = sorted({link.target_id for link in mine})
+                view = self.journal.graph_view(with_links=False)
+                links = self.journal.graph_links(target_ids=targets)
+                cs.graph = GraphCommit(delta=forget_memories(key, ids, links, view, now=time.time(),
+                                                             floor=self.thresholds.floor))
+            self.writer.apply(cs)
+            return len(mine)
