@@ -174,6 +174,24 @@ def test_delete_of_an_evicted_item_removes_its_evidence(make_memory: Callable[..
         mem.get(evicted.id, "alice")
 
 
+
+def test_evicted_items_are_handed_to_consolidation_whatever_the_clock(make_memory: Callable[..., Memory]) -> None:
+    mem = make_memory("clock", write={"context_turns": 0}, sleep={"mtm_capacity": 1, "ltm": False})
+    _add_facts(mem, "alice", ["Mercy Hospital is a hospital.", "Paris is a capital city."], speaker="Alice")
+    assert mem.sleep().evicted == 1
+    (queued,) = mem._parts.journal.ltm_queued()  # marked in the eviction's transaction
+    mem.close()
+    mem = make_memory("clock", write={"context_turns": 0}, sleep={"mtm_capacity": 1})
+    with mem._parts.journal._tx() as db:  # a clock far ahead wrote the last cycle's time
+        db.execute("INSERT INTO meta (key, value) VALUES ('ltm_since', '1e12') "
+                   "ON CONFLICT(key) DO UPDATE SET value=excluded.value")
+    report = mem.sleep()
+    assert report.ltm is not None and report.ltm.memories == 1 and report.ltm.evicted_in_batch == 1
+    key = mem._parts.consolidator.subject_key("alice")
+    assert queued[1] in {link.memory_id for link in mem._parts.journal.graph_links(key)}
+    assert mem._parts.journal.ltm_queued() == []
+
+
 def test_ltm_route_in_search(make_memory: Callable[..., Memory]) -> None:
     mem = make_memory(sleep={"mtm_capacity": 2}, write={"context_turns": 0})
     ids = _add_facts(mem, "alice", FACTS[:4], speaker="Alice")
