@@ -270,10 +270,10 @@ def _greedy_evict(records: Sequence[MemoryRecord], vecs: np.ndarray, lists: Neig
     neighbour was the evicted one are looked at again.
     """
     red = _Redundancy(vecs, lists, alive, w.redundancy_floor)
-    has = lists.ends > lists.starts
-    first = np.where(has, lists.ids[np.minimum(lists.starts, max(0, len(lists.ids) - 1))] if len(lists.ids) else -1, -1)
-    best = first.astype(np.int64)
-    cos = np.where(has, lists.cos[np.minimum(lists.starts, max(0, len(lists.cos) - 1))] if len(lists.cos) else 0.0, 0.0)
+    has = lists.ends > lists.starts  # the first entry of every list, at once
+    at = np.minimum(lists.starts, max(0, len(lists.ids) - 1))
+    best = np.where(has, lists.ids[at], -1) if len(lists.ids) else np.full(len(records), -1, dtype=np.int64)
+    cos = np.where(has, lists.cos[at], 0.0) if len(lists.ids) else np.zeros(len(records))
     for i in np.flatnonzero(alive & has & ~alive[np.maximum(best, 0)]).tolist():  # first neighbour absorbed
         best[i], cos[i] = red.best(i)
     floor = w.redundancy_floor
