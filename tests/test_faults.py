@@ -128,6 +128,64 @@ def test_a_writer_killed_at_any_write_point_loses_and_doubles_nothing(tmp_path: 
     assert got["index_mismatch"] == 0 and got["quarantined"] == 0, got
 
 
+LTM_CHILD = r"""
+import os, sys
+from dialogmem import Memory
+from dialogmem._journal import SQLiteJournal as Journal
+
+data_dir, when = sys.argv[1], sys.argv[2]
+original = Journal.commit
+
+def commit(self, cs, *args, **kwargs):  # dies at the consolidation cycle's commit, after the eviction's
+    cycle = cs.graph is not None and cs.graph.since is not None
+    if cycle and when == "before":
+        os._exit(137)
+    original(self, cs, *args, **kwargs)
+    if cycle and when == "after":
+        os._exit(137)
+
+Journal.commit = commit
+facts = ["The Louvre is a museum in Paris.", "Mercy Hospital is a hospital in Boston.",
+         "The Nile is a river in Egypt.", "Kyoto is a city in Japan.", "The violin is a string instrument.",
+         "Everest is a mountain in Nepal."]
+mem = Memory(data_dir=data_dir, write={"context_turns": 0}, sleep={"mtm_capacity": 2})
+for i, text in enumerate(facts):
+    mem.add([{"content": text, "name": "Ann"}], "u", session_id="s", timestamp=1_700_000_000 + i * 86_400)
+mem.flush("u")
+print("FLUSHED", flush=True)
+mem.sleep("u")
+print("SLEPT", flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_evicted_items_reach_consolidation_exactly_once_across_a_crash(tmp_path: Path, when: str) -> None:
+    """The process dies between eviction and the consolidation of the evicted items (``before`` the
+    cycle's commit) or right after that commit: no evicted item is lost or handed over twice."""
+    from dialogmem import Memory
+
+    data_dir = tmp_path / "store"
+    proc = subprocess.run([sys.executable, "-c", LTM_CHILD, str(data_dir), when], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == 137 and "FLUSHED" in proc.stdout and "SLEPT" not in proc.stdout, proc.stderr[-3000:]
+    with Memory(data_dir=data_dir, write={"context_turns": 0}, sleep={"mtm_capacity": 2}) as mem:
+        j = mem._parts.journal
+        active = {r.id for r in mem.get_all("u")}
+        evicted = {r.id for r in mem.get_all("u", include_evicted=True)} - active
+        assert len(active) == 2 and len(evicted) == 4  # the eviction committed before the death
+        key = mem._parts.consolidator.subject_key("u")
+        if when == "before":  # marked for hand-over, not consolidated yet
+            assert {m for _, m in j.ltm_queued()} == evicted
+            assert not {link.memory_id for link in j.graph_links(key)} & evicted
+            report = mem.sleep()
+            assert report.ltm is not None and report.ltm.evicted_in_batch == 4
+        assert j.ltm_queued() == []
+        linked = {link.memory_id for link in j.graph_links(key)}
+        assert evicted <= linked  # every evicted item reached the graph
+        again = mem.sleep()
+        assert again.ltm is not None and again.ltm.memories == 0  # and is not handed over a second time
+
+
 def main() -> None:
     """The full matrix: every point × extractor, ``--runs`` runs each at random call numbers."""
     import tempfile

@@ -306,7 +306,8 @@ def test_the_protocol_lists_every_journal_call_made_outside_the_journal() -> Non
     members = {n for n in dir(Journal) if not n.startswith("_")} | set(Journal.__annotations__)
     assert called - members == set(), "calls missing from the Journal protocol"
     # beyond the calls found by name: the journal's own surface its tests and the facade's counters use
-    assert members - called == {"add_access", "add_usage", "turns", "schema_version", "read_only", "path", "shared"}
+    assert members - called == {"add_access", "add_usage", "turns", "schema_version", "read_only", "path", "shared",
+                                "commit_graph"}  # graph changes go through the writer; its contract tests call it
 
 
 def test_ltm_graph_rows_links_and_vectors(opener: Opener) -> None:
@@ -331,6 +332,27 @@ def test_ltm_graph_rows_links_and_vectors(opener: Opener) -> None:
     nodes, vectors = j.graph_node_vectors()
     assert vectors[[n.id for n in nodes].index("n1")].tolist() == _vec(1).tolist()
     assert j.graph_view().nodes["n1"].evidence == 2
+
+
+
+def test_evicted_items_are_marked_for_ltm_until_a_cycle_takes_them(opener: Opener) -> None:
+    from dialogmem._changes import ChangeSet, GraphCommit, MemoryRemoval, MemoryWrite
+    from dialogmem._sleep._graph import GraphDelta
+    from dialogmem._types import Event
+
+    j = opener()
+    rows = [_record(i) for i in range(3)]
+    j.commit(ChangeSet("u", writes=[MemoryWrite(record=r, event=Event.ADD, actor="t") for r in rows]),
+             {r.id: _vec(i) for i, r in enumerate(rows)})
+    j.commit(ChangeSet("u", removals=[MemoryRemoval(record=rows[0], actor="t", status="evicted"),
+                                      MemoryRemoval(record=rows[1], actor="t", status="evicted")]), {})
+    assert j.ltm_queued() == [("u", rows[0].id), ("u", rows[1].id)]
+    # the marks make the batch whatever the time: a cycle "since" the far future still takes them
+    assert {r.id for r, s in j.consolidation_candidates(1e12, min_access=3)} == {rows[0].id, rows[1].id}
+    j.commit(ChangeSet("u", removals=[MemoryRemoval(record=rows[1], actor="t", status="deleted")]), {})
+    assert j.ltm_queued() == [("u", rows[0].id)]  # a deleted item is not handed over
+    j.commit(ChangeSet("", graph=GraphCommit(delta=GraphDelta(), since=2e12, done=[("u", rows[0].id)])), {})
+    assert j.ltm_queued() == [] and j.consolidation_candidates(2e12, min_access=3) == []
 
 
 def test_api_keys_are_stored_hashed_and_revocable(opener: Opener) -> None:

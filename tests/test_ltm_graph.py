@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from dialogmem._sleep._consolidate import ConsolidationThresholds, consolidate, forget_subject
+from dialogmem._sleep._consolidate import ConsolidationThresholds, consolidate, forget_memories, forget_subject
 from dialogmem._sleep._graph import (
     EvidenceLink,
     GraphEdge,
@@ -159,6 +159,29 @@ def test_forget_subject_weakens_shared_and_drops_exclusive_knowledge() -> None:
     after = g.with_delta(delta)
     assert {link.subject_key for link in after.links} == {"s2"}
     assert forget_subject("s1", after.links, after, now=T2).is_empty()
+
+
+
+def test_forget_memories_removes_one_memorys_links_only() -> None:
+    shared = node("pottery class", evidence=3, confidence=0.6)
+    only_m1 = node("rescue dog", evidence=1, confidence=0.65)
+    rel = edge("RelatedTo", "pottery class", "rescue dog", evidence=1, confidence=0.5)
+    links = [EvidenceLink(subject_key="s1", memory_id="m1", target_id=shared.id),
+             EvidenceLink(subject_key="s1", memory_id="m2", target_id=shared.id),
+             EvidenceLink(subject_key="s2", memory_id="m1", target_id=shared.id),  # another user's m1: kept
+             EvidenceLink(subject_key="s1", memory_id="m1", target_id=only_m1.id),
+             EvidenceLink(subject_key="s1", memory_id="m1", target_id=rel.id)]
+    g = view(shared, only_m1, rel, links=links)
+    delta = forget_memories("s1", ["m1"], links, g, now=T1)
+    (s,) = delta.update_nodes
+    assert (s.id, s.evidence, s.confidence) == (shared.id, 2, pytest.approx(0.4))  # 0.6 * 2/3
+    (m,) = delta.drop_nodes
+    assert (m.id, m.evidence, m.confidence, m.dropped_at) == (only_m1.id, 0, 0.0, T1)
+    assert [e.id for e in delta.drop_edges] == [rel.id]
+    assert sorted((link.subject_key, link.memory_id) for link in delta.remove_links) == [("s1", "m1")] * 3
+    after = g.with_delta(delta)
+    assert sorted((link.subject_key, link.memory_id) for link in after.links) == [("s1", "m2"), ("s2", "m1")]
+    assert forget_memories("s1", ["m1"], after.links, after, now=T2).is_empty()
 
 
 def test_expand_one_hop_follows_live_edges_both_ways() -> None:

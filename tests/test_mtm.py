@@ -182,3 +182,48 @@ def test_real_minilm_near_duplicates_are_compressed(embedder: LocalEmbedder) -> 
     plan = plan_eviction(rows, vecs, capacity=3, now=NOW)
     assert [(g.keep_id, g.absorbed_ids) for g in plan.compress] == [("m0", ["m1"])]
     assert plan.evict == [] and plan.after == 3
+
+
+def clustered(n: int, clusters: int, noise: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, DIM)).astype(np.float32)
+    vecs = centres[rng.integers(0, clusters, n)] + noise * rng.standard_normal((n, DIM)).astype(np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+def reference_evict(rows: list[MemoryRecord], vecs: np.ndarray, capacity: int) -> list[str]:
+    """The greedy of the module docstring by brute force: every step recomputes every utility."""
+    w = UtilityWeights()
+    t_max = max(r.float_time_stamp for r in rows)
+    sims = vecs @ vecs.T
+    np.fill_diagonal(sims, -np.inf)
+    alive = np.ones(len(rows), dtype=bool)
+    out = []
+    while alive.sum() > capacity:
+        best = np.where(alive[None, :], sims, -np.inf).max(axis=1)
+        cand = [(utility(rows[i], NOW, redundancy=max(0.0, float(best[i])), weights=w, dialogue_now=t_max),
+                 rows[i].float_time_stamp, rows[i].created_at, rows[i].id, i) for i in np.flatnonzero(alive)]
+        *_, i = min(cand)
+        alive[i] = False
+        out.append(rows[i].id)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_neighbour_lists_give_the_brute_force_greedy_order(seed: int) -> None:
+    # 150 items per cluster: the kept lists (64) run out and are computed again; distinct texts: no compression
+    vecs = clustered(300, 2, 0.06, seed)
+    rows = [rec(f"r{i:03d}", float(i % 50), access=i % 4, salience=0.1 + (i % 7) / 10) for i in range(300)]
+    plan = plan_eviction(rows, vecs, capacity=30, now=NOW)
+    assert plan.compress == []
+    assert plan.evict == reference_evict(rows, vecs, 30)
+
+
+def test_partitioned_neighbours_above_the_exact_limit_keep_near_duplicates() -> None:
+    # tight clusters (cosine about 0.9 inside): the partition finds the same neighbours as the exact
+    # product, so the approximate plan evicts the same items
+    vecs = clustered(3000, 300, 0.02, 3)
+    rows = [rec(f"r{i:04d}", float(i % 90), salience=0.1 + (i % 5) / 10) for i in range(3000)]
+    exact = plan_eviction(rows, vecs, capacity=500, now=NOW)
+    approx = plan_eviction(rows, vecs, capacity=500, now=NOW, exact_limit=100)
+    assert len(set(exact.evict) & set(approx.evict)) >= 0.98 * len(exact.evict)

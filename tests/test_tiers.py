@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dialogmem import Memory, ScriptedLLM
+from dialogmem._errors import NotFoundError
 from dialogmem._types import Event
 
 DAY = 86_400
@@ -133,6 +134,62 @@ def test_forget_user_removes_evidence_and_unsupported_knowledge(make_memory: Cal
     assert texts["Louvre"].evidence == before["Louvre"].evidence
     assert mem._parts.journal.graph_links(mem._parts.consolidator.subject_key("alice")) == []
     assert mem.stats("alice")["counts"]["ltm_links"] == 0
+
+
+
+def test_delete_removes_the_memorys_evidence_links(make_memory: Callable[..., Memory]) -> None:
+    mem = make_memory(write={"context_turns": 0})
+    ids = _add_facts(mem, "alice", ["Paris is a capital city.", "Mercy Hospital is a hospital."], speaker="Alice")
+    _add_facts(mem, "bob", ["Paris is a capital city."], speaker="Bob")
+    mem.sleep()
+    key = mem._parts.consolidator.subject_key("alice")
+    before = {n.text: n for n in mem.graph(limit=1000).nodes}
+    assert before["Paris"].evidence == 2 and "Mercy Hospital" in before
+    hospital = ids[1]
+    assert any(link.memory_id == hospital for link in mem._parts.journal.graph_links(key))
+    mem.delete(hospital, "alice")
+    links = mem._parts.journal.graph_links(key)
+    assert links and all(link.memory_id != hospital for link in links)  # the other memory's links stay
+    texts = {n.text: n for n in mem._parts.journal.graph_view().nodes.values()}
+    assert "Mercy Hospital" not in texts  # rested only on the deleted memory
+    assert texts["Paris"].evidence == 2 and texts["Paris"].live  # not supported by it
+    assert mem.history(hospital, "alice")[-1].event == Event.DELETE
+    mem.delete(ids[0], "alice")  # Paris keeps bob's support only
+    after = {n.text: n for n in mem._parts.journal.graph_view().nodes.values()}
+    assert after["Paris"].evidence == 1 and after["Paris"].live and mem._parts.journal.graph_links(key) == []
+
+
+def test_delete_of_an_evicted_item_removes_its_evidence(make_memory: Callable[..., Memory]) -> None:
+    mem = make_memory(write={"context_turns": 0}, sleep={"mtm_capacity": 1})
+    _add_facts(mem, "alice", ["Mercy Hospital is a hospital.", "Paris is a capital city."], speaker="Alice")
+    report = mem.sleep()
+    assert report.evicted == 1 and report.ltm is not None and report.ltm.memories == 2
+    active = {r.id for r in mem.get_all("alice")}
+    (evicted,) = [r for r in mem.get_all("alice", include_evicted=True) if r.id not in active]
+    key = mem._parts.consolidator.subject_key("alice")
+    assert any(link.memory_id == evicted.id for link in mem._parts.journal.graph_links(key))
+    mem.delete(evicted.id, "alice")
+    assert all(link.memory_id != evicted.id for link in mem._parts.journal.graph_links(key))
+    with pytest.raises(NotFoundError):
+        mem.get(evicted.id, "alice")
+
+
+
+def test_evicted_items_are_handed_to_consolidation_whatever_the_clock(make_memory: Callable[..., Memory]) -> None:
+    mem = make_memory("clock", write={"context_turns": 0}, sleep={"mtm_capacity": 1, "ltm": False})
+    _add_facts(mem, "alice", ["Mercy Hospital is a hospital.", "Paris is a capital city."], speaker="Alice")
+    assert mem.sleep().evicted == 1
+    (queued,) = mem._parts.journal.ltm_queued()  # marked in the eviction's transaction
+    mem.close()
+    mem = make_memory("clock", write={"context_turns": 0}, sleep={"mtm_capacity": 1})
+    with mem._parts.journal._tx() as db:  # a clock far ahead wrote the last cycle's time
+        db.execute("INSERT INTO meta (key, value) VALUES ('ltm_since', '1e12') "
+                   "ON CONFLICT(key) DO UPDATE SET value=excluded.value")
+    report = mem.sleep()
+    assert report.ltm is not None and report.ltm.memories == 1 and report.ltm.evicted_in_batch == 1
+    key = mem._parts.consolidator.subject_key("alice")
+    assert queued[1] in {link.memory_id for link in mem._parts.journal.graph_links(key)}
+    assert mem._parts.journal.ltm_queued() == []
 
 
 def test_ltm_route_in_search(make_memory: Callable[..., Memory]) -> None:

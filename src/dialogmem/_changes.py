@@ -56,6 +56,7 @@ class GraphCommit:
     delta: GraphDelta
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     since: float | None = None
+    done: list[tuple[str, str]] = field(default_factory=list)  # (user, memory) hand-over marks the cycle took
 
 
 @dataclass
@@ -92,4 +93,4 @@ class ChangeSet:
 
 
 def _graph_empty(graph: GraphCommit) -> bool:
-    return graph.delta.is_empty() and graph.since is None
+    return graph.delta.is_empty() and graph.since is None and not graph.done

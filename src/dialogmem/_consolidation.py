@@ -37,9 +37,9 @@ from ._journal import Journal
 from ._models._embed_base import Embedder
 from ._models._llm_base import LLMClient
 from ._settings import SleepSettings
-from ._sleep._consolidate import ConsolidationThresholds, consolidate, forget_subject
+from ._sleep._consolidate import ConsolidationThresholds, consolidate, forget_memories, forget_subject
 from ._sleep._deid import Deidentifier
-from ._sleep._graph import GraphNode
+from ._sleep._graph import GraphDelta, GraphNode
 from ._sleep._llmunits import LLMUnitExtractor
 from ._sleep._units import KnowledgeUnit, RuleUnitExtractor
 from ._types import MemoryRecord
@@ -115,9 +115,12 @@ class LTMConsolidator:
     def _run(self) -> ConsolidationReport:
         started = time.time()
         t0 = time.perf_counter()
+        queued = self.journal.ltm_queued()  # first: every mark read here is in the batch read next
         rows = self.journal.consolidation_candidates(self.journal.ltm_since(), min_access=MIN_ACCESS)
         report = ConsolidationReport(memories=len(rows), evicted_in_batch=sum(s == "evicted" for _, s in rows))
         if not rows:
+            if queued:  # marks of items no longer in MTM (deleted meanwhile): nothing to hand over
+                self.writer.apply(ChangeSet("", graph=GraphCommit(delta=GraphDelta(), done=queued)))
             return report
         batch = [r for r, _ in rows]
         units = self._units(batch, report)
@@ -125,7 +128,7 @@ class LTMConsolidator:
         similar = _Similar(self.embedder, nodes, matrix, [n.text for u in units for n in u.nodes])
         delta = consolidate(units, self.journal.graph_view(), similar=similar, now=started, thresholds=self.thresholds)
         vectors = {n.id: similar.vectors[n.text] for n in delta.insert_nodes if n.text in similar.vectors}
-        self.writer.apply(ChangeSet("", graph=GraphCommit(delta=delta, vectors=vectors, since=started)))
+        self.writer.apply(ChangeSet("", graph=GraphCommit(delta=delta, vectors=vectors, since=started, done=queued)))
         report.units = len(units)
         report.nodes_added, report.nodes_merged = len(delta.insert_nodes), delta.merged
         report.nodes_dropped, report.edges_added = len(delta.drop_nodes), len(delta.insert_edges)
@@ -157,5 +160,22 @@ class LTMConsolidator:
                 return 0
             view = self.journal.graph_view()
             delta = forget_subject(key, view.links, view, now=time.time(), floor=self.thresholds.floor)
-            self.journal.commit_graph(GraphCommit(delta=delta))
+            self.writer.apply(ChangeSet("", graph=GraphCommit(delta=delta)))
             return len(delta.remove_links)
+
+    def apply_removal(self, cs: ChangeSet) -> int:
+        """Apply ``cs`` (one user's deleted memories) with the removal of those memories' evidence
+        links and the weakening of what rested on them, in the same transaction. Returns how many
+        links were removed."""
+        key = self.subject_key(cs.user_id)
+        ids = {r.record.id for r in cs.removals if r.status == "deleted"}
+        with self._lock:
+            mine = [link for link in self.journal.graph_links(key) if link.memory_id in ids]
+            if mine:
+                targets = sorted({link.target_id for link in mine})
+                view = self.journal.graph_view(with_links=False)
+                links = self.journal.graph_links(target_ids=targets)
+                cs.graph = GraphCommit(delta=forget_memories(key, ids, links, view, now=time.time(),
+                                                             floor=self.thresholds.floor))
+            self.writer.apply(cs)
+            return len(mine)

@@ -196,13 +196,16 @@ class Memory(Operations, Offline):
             return new
 
     def delete(self, memory_id: str, user_id: str, *, actor: str = "user") -> None:
-        """Remove a memory from search (its row and history stay in the journal)."""
+        """Remove a memory (active, or evicted from MTM) from search and from the evidence of the LTM
+        graph (its row and history stay in the journal)."""
         with self._call():
             self._writable()
             check_id("actor", actor)
             with self._parts.ingest.user_lock(user_id):
-                old = self._get(memory_id, user_id)
-                self._parts.writer.apply(ChangeSet(user_id, removals=[MemoryRemoval(record=old, actor=actor)]))
+                old = self._get(memory_id, user_id, include_evicted=True)
+                # with its LTM evidence links: what rested only on this memory loses its support
+                self._parts.consolidator.apply_removal(ChangeSet(user_id, removals=[MemoryRemoval(record=old,
+                                                                                                  actor=actor)]))
 
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Remove every record, vector and journal row of this user."""

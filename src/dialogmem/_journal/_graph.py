@@ -34,6 +34,8 @@ class GraphRows:
 
     def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...  # provided by the journal
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
+    @staticmethod
+    def _unqueue_for_ltm(db: sqlite3.Connection, pairs: Sequence[tuple[str, str]]) -> None: ...  # LTMQueueRows
 
     # -- writes -----------------------------------------------------------------------------
     def _apply_graph(self, db: sqlite3.Connection, graph: GraphCommit) -> None:
@@ -66,6 +68,7 @@ class GraphRows:
                    "AND id NOT IN (SELECT target_id FROM ltm_links)")
         db.execute("DELETE FROM ltm_edges WHERE source NOT IN (SELECT id FROM ltm_nodes) "
                    "OR target NOT IN (SELECT id FROM ltm_nodes)")
+        self._unqueue_for_ltm(db, graph.done)
         if graph.since is not None:
             _set_meta(db, "ltm_since", repr(graph.since))
         if not d.is_empty():
@@ -126,10 +129,12 @@ class GraphRows:
 
     def consolidation_candidates(self, since: float, *, min_access: int) -> list[tuple[MemoryRecord, str]]:
         """(record, status) of every active or evicted memory, of every user, committed after
-        ``since`` (written, changed or evicted) or retrieved ``min_access`` times with a retrieval after it."""
+        ``since`` (written, changed or evicted), retrieved ``min_access`` times with a retrieval after
+        it, or marked for hand-over (``ltm_pending``: evicted, whatever the clocks say)."""
         rows = self._query(
             "SELECT id, payload, access_count, last_accessed, status FROM memories "
-            "WHERE status IN ('active', 'evicted') AND (updated_at > ? OR (access_count >= ? AND last_accessed > ?)) "
+            "WHERE status IN ('active', 'evicted') AND (updated_at > ? OR (access_count >= ? AND last_accessed > ?) "
+            "OR EXISTS (SELECT 1 FROM ltm_pending p WHERE p.user_id = memories.user_id AND p.memory_id = memories.id)) "
             "ORDER BY float_time_stamp, id", (since, min_access, since))
         out = []
         for r in rows:

@@ -42,6 +42,10 @@ class MemoryRows:
     @staticmethod
     def _add_usage(db: sqlite3.Connection, deltas: Mapping[tuple[str, str], StageUsage]) -> None: ...
     def _apply_graph(self, db: sqlite3.Connection, graph: GraphCommit) -> None: ...  # by GraphRows (first in the MRO)
+    @staticmethod
+    def _queue_for_ltm(db: sqlite3.Connection, user_id: str, memory_id: str) -> None: ...  # by LTMQueueRows
+    @staticmethod
+    def _unqueue_for_ltm(db: sqlite3.Connection, pairs: Sequence[tuple[str, str]]) -> None: ...
 
     # -- the one commit ---------------------------------------------------------------------
     def commit(self, cs: ChangeSet, vectors: Mapping[str, np.ndarray], *,
@@ -105,6 +109,10 @@ class MemoryRows:
             memory_id=r.id, event=rm.event, old_memory=r.memory, new_memory=None, timestamp=now, actor=rm.actor,
             previous=r))
         db.execute("DELETE FROM sleep_pending WHERE user_id=? AND memory_id=?", (user_id, r.id))
+        if rm.status == "evicted":  # handed to the next LTM consolidation cycle, exactly once
+            self._queue_for_ltm(db, user_id, r.id)
+        else:
+            self._unqueue_for_ltm(db, [(user_id, r.id)])
 
     # -- reads ------------------------------------------------------------------------------
     def memory(self, user_id: str, memory_id: str, *, statuses: Sequence[str] = ("active",)) -> MemoryRecord | None:

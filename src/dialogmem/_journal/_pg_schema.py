@@ -160,5 +160,16 @@ def _v4_graph(db: Conn) -> None:
         CREATE INDEX IF NOT EXISTS ltm_links_target ON ltm_links (target_id)
     """)
 
+def _v5_ltm_pending(db: Conn) -> None:
+    _script(db, """
+        CREATE TABLE IF NOT EXISTS ltm_pending (
+            user_id TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            PRIMARY KEY (user_id, memory_id)
+        )
+    """)
+
+
 #: version -> migration, the twin of ``_schema.MIGRATIONS``
-PG_MIGRATIONS: dict[int, Callable[[Conn], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph}
+PG_MIGRATIONS: dict[int, Callable[[Conn], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph,
+                                                    5: _v5_ltm_pending}

@@ -15,6 +15,8 @@ add: opening a store never deletes or rewrites data.
 * v4 (``_v4_graph``) — the LTM graph, shared by the users of the store and de-identified: nodes
   (with their embedding), edges, and evidence links from one subject's memory to one node or edge
   (the subject is a keyed hash of the user id, never the id itself).
+* v5 (``_v5_ltm_pending``) — the LTM hand-over queue: evicted MTM items waiting for the next
+  consolidation cycle (marked in the eviction's transaction, cleared in the cycle's).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sqlite3
 from collections.abc import Callable
 from enum import IntEnum
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class TurnStatus(IntEnum):
@@ -190,5 +192,16 @@ def _v4_graph(db: sqlite3.Connection) -> None:
     """)
 
 
+def _v5_ltm_pending(db: sqlite3.Connection) -> None:
+    run_script(db, """
+        CREATE TABLE IF NOT EXISTS ltm_pending (
+            user_id TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            PRIMARY KEY (user_id, memory_id)
+        )
+    """)
+
+
 #: version -> migration; each runs in one transaction together with its version record
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph,
+                                                               5: _v5_ltm_pending}

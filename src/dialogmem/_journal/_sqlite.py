@@ -25,6 +25,7 @@ from .._types import Event, HistoryEntry, MemoryRecord, QuarantinedTurn, Turn
 from .._usage import StageUsage
 from ._graph import GraphRows
 from ._keys import KeyRows
+from ._ltmqueue import LTMQueueRows
 from ._memories import MemoryRows
 from ._schema import MIGRATIONS, SCHEMA_VERSION, TurnStatus
 
@@ -34,7 +35,7 @@ _TURN_COLUMNS = ("seq, id, user_id, agent_id, session_id, speaker, role, content
                  "weekday, metadata")
 
 
-class SQLiteJournal(GraphRows, MemoryRows, KeyRows):  # GraphRows first: it provides _apply_graph
+class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins that provide what others stub first
     """Durable bookkeeping of one store in one SQLite file. Thread-safe.
 
     Its SQL is kept portable (``?`` marks, ``ON CONFLICT``, table-qualified upsert columns):
@@ -320,7 +321,7 @@ class SQLiteJournal(GraphRows, MemoryRows, KeyRows):  # GraphRows first: it prov
         with self._tx() as db:
             turns = db.execute("DELETE FROM turns WHERE user_id=?", (user_id,)).rowcount
             memories = db.execute("DELETE FROM memories WHERE user_id=?", (user_id,)).rowcount
-            for table in ("history", "sleep_pending", "speakers"):
+            for table in ("history", "sleep_pending", "speakers", "ltm_pending"):
                 db.execute(f"DELETE FROM {table} WHERE user_id=?", (user_id,))
         return {"turns": turns, "memories": memories}
 

@@ -25,6 +25,7 @@ cycles, so per-user cycles would make shared knowledge fade with the number of u
 ``forget_subject(subject_key, links, graph, ...)`` removes the subject's links; for every node or edge
 it supported, ``evidence' = evidence - removed`` and ``confidence' = confidence * evidence' / evidence``
 (0 when nothing else supports it); below ``floor`` it is soft-dropped, edges of dropped nodes too.
+``forget_memories`` does the same for the links of some of one subject's memories (``Memory.delete``).
 
 Confidences are rounded to 9 decimals, so that a value computed to sit exactly at ``floor`` stays.
 """
@@ -195,12 +196,28 @@ def _place(rid: str, row: GraphNode | GraphEdge, old: GraphNode | GraphEdge | No
 def forget_subject(subject_key: str, links: Iterable[EvidenceLink], graph: GraphView, *, now: float,
                    floor: float = ConsolidationThresholds().floor) -> GraphDelta:
     """Remove ``subject_key``'s evidence links and weaken what they supported (module docstring)."""
+    return remove_links(lambda link: link.subject_key == subject_key, links, graph, now=now, floor=floor)
+
+
+def forget_memories(subject_key: str, memory_ids: Iterable[str], links: Iterable[EvidenceLink], graph: GraphView, *,
+                    now: float, floor: float = ConsolidationThresholds().floor) -> GraphDelta:
+    """Remove the evidence links of some of one subject's memories (a deleted MTM item), with the
+    arithmetic of ``forget_subject``: what rested only on them loses all its evidence."""
+    ids = set(memory_ids)
+    return remove_links(lambda link: link.subject_key == subject_key and link.memory_id in ids, links, graph,
+                        now=now, floor=floor)
+
+
+def remove_links(gone: Callable[[EvidenceLink], bool], links: Iterable[EvidenceLink], graph: GraphView, *,
+                 now: float, floor: float) -> GraphDelta:
+    """Remove the links ``gone`` selects; every node or edge they supported keeps
+    ``evidence - removed`` (0 when no other link supports it) and its confidence in proportion."""
     all_links = list(links)
-    mine = [link for link in all_links if link.subject_key == subject_key]
+    mine = [link for link in all_links if gone(link)]
     removed: dict[str, int] = {}
     for link in mine:
         removed[link.target_id] = removed.get(link.target_id, 0) + 1
-    others = {link.target_id for link in all_links if link.subject_key != subject_key}
+    others = {link.target_id for link in all_links if not gone(link)}
     nodes, edges = dict(graph.nodes), dict(graph.edges)
     for target, count in sorted(removed.items()):
         table = nodes if target in nodes else edges if target in edges else None

@@ -29,6 +29,13 @@ Why each term:
 
 Ties are broken by older ``float_time_stamp``, then older ``created_at``, then id: deterministic.
 
+*Cost.* The redundancy term only counts above ``c0``, so the plan needs, per item, its neighbours
+above ``c0`` (``_neighbours``: exact up to ``EXACT_LIMIT`` items, a seeded partition above, about
+``n**1.5`` dot products), best first, at most ``_TOP_K`` of them. When an item is evicted, only the
+items whose best kept neighbour it was move to the next entry of their list; a cut list that runs out
+is computed again (one row). The greedy order is the same as recomputing every utility after every
+eviction (tests compare it with that brute force).
+
 *Compression* (Algorithm 2, line 14) happens before eviction: near-duplicate groups — cosine to the
 group's best member ``>= compress_cosine`` and content words of one contained in the other's — are
 merged into their best member (highest utility without the redundancy term). The survivor keeps its
@@ -49,9 +56,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._text import content_tokens
 from .._types import Event, HistoryEntry, MemoryRecord
+from ._neighbours import EXACT_LIMIT, NeighbourLists, pairs_above
 
 _SECONDS_PER_DAY = 86_400.0
-_CHUNK = 1024  # rows of the similarity matrix computed at once (bounded memory for big stores)
+_TOP_K = 64  # neighbours kept per item; a list that runs out is computed again
 
 
 class UtilityWeights(BaseModel):
@@ -142,11 +150,12 @@ def _row(record: MemoryRecord, now: float, actor: str) -> HistoryEntry:
 
 
 def plan_eviction(records: Sequence[MemoryRecord], vectors: np.ndarray, *, capacity: int, now: float,
-                  weights: UtilityWeights | None = None) -> EvictionPlan:
+                  weights: UtilityWeights | None = None, exact_limit: int = EXACT_LIMIT) -> EvictionPlan:
     """Compress near-duplicates, then evict the lowest-utility items until ``capacity`` remain.
 
     ``records`` are one user's active MTM items and ``vectors`` their L2-normalised embeddings (one
-    row each, same order). Nothing happens while ``len(records) <= capacity``.
+    row each, same order). Nothing happens while ``len(records) <= capacity``. Up to ``exact_limit``
+    items the neighbours are exact; above, they come from a partition (``_neighbours.pairs_above``).
     """
     if capacity < 0:
         raise ValueError("capacity must be >= 0")
@@ -159,12 +168,19 @@ def plan_eviction(records: Sequence[MemoryRecord], vectors: np.ndarray, *, capac
     vecs = np.asarray(vectors, dtype=np.float32)
     t_max = max(r.float_time_stamp for r in records)
     base = [base_utility(r, now, weights=w, dialogue_now=t_max) for r in records]
-    plan.compress = _compress_groups(records, vecs, base, w)
+    rows, cols, cos = pairs_above(vecs, min(w.redundancy_floor, w.compress_cosine), exact_limit=exact_limit)
+    close = cos >= w.compress_cosine
+    pairs: dict[int, list[tuple[int, float]]] = {}
+    for i, j, c in zip(rows[close].tolist(), cols[close].tolist(), cos[close].tolist(), strict=True):
+        pairs.setdefault(i, []).append((j, c))
+    plan.compress = _compress_groups(records, pairs, base)
     absorbed = set(plan.removed_ids())
     alive = np.array([r.id not in absorbed for r in records])
     excess = int(alive.sum()) - capacity
     if excess > 0:
-        plan.evict, plan.utilities = _greedy_evict(records, vecs, base, alive, excess, w)
+        red = cos > w.redundancy_floor
+        lists = NeighbourLists.build(len(records), rows[red], cols[red], cos[red], _TOP_K)
+        plan.evict, plan.utilities = _greedy_evict(records, vecs, lists, base, alive, excess, w)
     return plan
 
 
@@ -172,20 +188,25 @@ def _order_key(r: MemoryRecord) -> tuple[float, float, str]:
     return (r.float_time_stamp, r.created_at, r.id)
 
 
-def _compress_groups(records: Sequence[MemoryRecord], vecs: np.ndarray, base: list[float],
-                     w: UtilityWeights) -> list[CompressGroup]:
+def _compress_groups(records: Sequence[MemoryRecord], pairs: dict[int, list[tuple[int, float]]],
+                     base: list[float]) -> list[CompressGroup]:
     """Greedy: best item first becomes a keeper and absorbs its unclaimed near-duplicates."""
     rank = sorted(range(len(records)), key=lambda i: (-base[i], *_order_key(records[i])))
     position = {i: p for p, i in enumerate(rank)}
-    pairs = _pairs_above(vecs, w.compress_cosine)
-    words = [frozenset(content_tokens(r.memory)) for r in records]
+    words: dict[int, frozenset[str]] = {}
+
+    def words_of(i: int) -> frozenset[str]:
+        if i not in words:
+            words[i] = frozenset(content_tokens(records[i].memory))
+        return words[i]
+
     claimed: set[int] = set()
     groups: list[CompressGroup] = []
     for i in rank:
-        if i in claimed:
+        if i in claimed or i not in pairs:
             continue
-        members = [(j, c) for j, c in sorted(pairs.get(i, []), key=lambda p: position[p[0]])
-                   if j not in claimed and _contained(words[i], words[j])]
+        members = [(j, c) for j, c in sorted(pairs[i], key=lambda p: position[p[0]])
+                   if j not in claimed and _contained(words_of(i), words_of(j))]
         if members:
             claimed.update([i, *(j for j, _ in members)])
             groups.append(CompressGroup(keep_id=records[i].id, absorbed_ids=[records[j].id for j, _ in members],
@@ -193,32 +214,70 @@ def _compress_groups(records: Sequence[MemoryRecord], vecs: np.ndarray, base: li
     return groups
 
 
-def _pairs_above(vecs: np.ndarray, threshold: float) -> dict[int, list[tuple[int, float]]]:
-    """Every other row with cosine >= ``threshold``, per row (chunked: bounded memory)."""
-    out: dict[int, list[tuple[int, float]]] = {}
-    for start in range(0, len(vecs), _CHUNK):
-        sims = vecs[start:start + _CHUNK] @ vecs.T
-        for r, j in zip(*np.nonzero(sims >= threshold), strict=True):
-            i = start + int(r)
-            if i != int(j):
-                out.setdefault(i, []).append((int(j), float(sims[r, j])))
-    return out
-
-
 def _contained(a: frozenset[str], b: frozenset[str]) -> bool:
     """One word set inside the other (two empty sets count): merging loses no content word."""
     return a <= b or b <= a
 
 
-def _greedy_evict(records: Sequence[MemoryRecord], vecs: np.ndarray, base: list[float],
+class _Redundancy:
+    """The best kept neighbour of every item, kept current while items are evicted: the next entry of
+    the item's neighbour list takes over; a cut list that runs out is computed again (one row)."""
+
+    def __init__(self, vecs: np.ndarray, lists: NeighbourLists, alive: np.ndarray, floor: float) -> None:
+        self.vecs, self.lists, self.alive, self.floor = vecs, lists, alive, floor
+        self.ptr = lists.starts.copy()
+        self.ends = lists.ends.copy()
+        self.ids, self.cos, self.cut = lists.ids, lists.cos, lists.cut.copy()
+        self.again: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # rows computed again: (ids, cosines)
+        self._holders, self._bounds = lists.holders()
+        self._more: dict[int, list[int]] = {}  # holders added by rows computed again
+
+    def holders(self, i: int) -> list[int]:
+        return [*self._holders[self._bounds[i]:self._bounds[i + 1]].tolist(), *self._more.get(i, ())]
+
+    def best(self, j: int) -> tuple[int, float]:
+        while True:
+            ids, cos = self.again.get(j, (self.ids, self.cos))
+            p, end = int(self.ptr[j]), int(self.ends[j])
+            while p < end and not self.alive[ids[p]]:
+                p += 1
+            self.ptr[j] = p
+            if p < end:
+                return int(ids[p]), float(cos[p])
+            if not self.cut[j]:
+                return -1, 0.0
+            self._recompute(j)
+
+    def _recompute(self, j: int) -> None:
+        sims = self.vecs @ self.vecs[j]
+        sims[~self.alive] = -np.inf
+        sims[j] = -np.inf
+        above = np.flatnonzero(sims >= self.floor)
+        cap = _TOP_K
+        top = above[np.lexsort((above, -sims[above]))][:cap]
+        self.again[j] = (top, sims[top])
+        self.ptr[j], self.ends[j], self.cut[j] = 0, len(top), len(above) > cap
+        for c in top.tolist():
+            self._more.setdefault(c, []).append(j)
+
+
+def _greedy_evict(records: Sequence[MemoryRecord], vecs: np.ndarray, lists: NeighbourLists, base: list[float],
                   alive: np.ndarray, excess: int, w: UtilityWeights) -> tuple[list[str], dict[str, float]]:
     """Evict ``excess`` items, lowest utility first, recomputing redundancy against kept items.
 
     Evicting an item only lowers its neighbours' redundancy, so utilities only rise: a lazy heap
-    (stale entries skipped on pop) gives the exact greedy order.
+    (stale entries skipped on pop) gives the exact greedy order. Only the items whose best kept
+    neighbour was the evicted one are looked at again.
     """
-    best, best_cos = _nearest_alive(vecs, alive)
-    util = [base[i] - redundancy_penalty(best_cos[i], w) for i in range(len(records))]
+    red = _Redundancy(vecs, lists, alive, w.redundancy_floor)
+    has = lists.ends > lists.starts  # the first entry of every list, at once
+    at = np.minimum(lists.starts, max(0, len(lists.ids) - 1))
+    best = np.where(has, lists.ids[at], -1) if len(lists.ids) else np.full(len(records), -1, dtype=np.int64)
+    cos = np.where(has, lists.cos[at], 0.0) if len(lists.ids) else np.zeros(len(records))
+    for i in np.flatnonzero(alive & has & ~alive[np.maximum(best, 0)]).tolist():  # first neighbour absorbed
+        best[i], cos[i] = red.best(i)
+    floor = w.redundancy_floor
+    util = (np.asarray(base) - w.redundancy * np.maximum(0.0, (cos - floor) / (1.0 - floor))).tolist()
     heap = [(util[i], *_order_key(records[i]), i) for i in range(len(records)) if alive[i]]
     heapq.heapify(heap)
     evicted: list[str] = []
@@ -230,40 +289,12 @@ def _greedy_evict(records: Sequence[MemoryRecord], vecs: np.ndarray, base: list[
         alive[i] = False
         evicted.append(records[i].id)
         scores[records[i].id] = u
-        for j in np.flatnonzero(alive & (best == i)):
-            best[j], best_cos[j] = _nearest_one(vecs, alive, int(j))
-            util[j] = base[j] - redundancy_penalty(best_cos[j], w)
-            heapq.heappush(heap, (util[j], *_order_key(records[j]), int(j)))
+        for j in red.holders(i):
+            if alive[j] and best[j] == i:
+                best[j], c = red.best(j)
+                util[j] = base[j] - redundancy_penalty(c, w)
+                heapq.heappush(heap, (util[j], *_order_key(records[j]), j))
     return evicted, scores
-
-
-def _nearest_alive(vecs: np.ndarray, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For every row, the index and cosine of its most similar other alive row (-1, 0.0 if none)."""
-    n = len(vecs)
-    best = np.full(n, -1, dtype=np.int64)
-    best_cos = np.zeros(n, dtype=np.float64)
-    cols = np.flatnonzero(alive)
-    if len(cols) < 2:
-        return best, best_cos
-    for start in range(0, n, _CHUNK):
-        rows = np.arange(start, min(n, start + _CHUNK))
-        sims = vecs[rows] @ vecs[cols].T
-        sims[cols[None, :] == rows[:, None]] = -np.inf  # not oneself
-        arg = np.argmax(sims, axis=1)
-        best[rows] = cols[arg]
-        best_cos[rows] = sims[np.arange(len(rows)), arg]
-    return best, best_cos
-
-
-def _nearest_one(vecs: np.ndarray, alive: np.ndarray, j: int) -> tuple[int, float]:
-    # one product over every row, the dead ones masked afterwards: no copy of the alive rows
-    sims = vecs @ vecs[j]
-    sims[~alive] = -np.inf
-    sims[j] = -np.inf
-    k = int(np.argmax(sims))
-    if not np.isfinite(sims[k]):
-        return -1, 0.0
-    return k, float(sims[k])
 
 
 def compressed_record(keep: MemoryRecord, absorbed: Sequence[MemoryRecord], *, now: float) -> MemoryRecord:
