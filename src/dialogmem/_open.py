@@ -14,6 +14,7 @@ from pathlib import Path
 from ._access import AccessLog
 from ._config import Config
 from ._consolidation import LTMConsolidator
+from ._embedder_check import check_embedder
 from ._errors import StoreError
 from ._evict import Evictor
 from ._ingest import Ingest
@@ -78,6 +79,7 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
     journal = open_journal(config.journal, paths.journal, read_only=read_only)
     index: VectorIndex | None = None
     try:
+        check_embedder(journal, config.embedder, read_only=read_only)
         usage = UsageTracker()
         usage.load(journal.usage())
         embedder = make_embedder(config.embedder, usage)
