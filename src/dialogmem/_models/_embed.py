@@ -85,7 +85,10 @@ class LocalEmbedder:
             raise ConfigError("embedder.quantize=int8 runs on the onnx engine: use embedder.engine=onnx or auto")
         self.quantize: Quantize = quantize
         self.engine: Literal["onnx", "torch"] = self._choose("onnx" if quantize != "none" else engine)
-        self.batch_size = max(1, int(batch_size))
+        # The int8 graph quantises activations per tensor, i.e. over the whole batch: a text's vector
+        # would depend on its batch neighbours (cosine down to 0.987). One text per run keeps it a
+        # function of the text alone (costs ~15% CPU in bulk; one-text calls are the common case).
+        self.batch_size = 1 if quantize != "none" else max(1, int(batch_size))
         # Two cores are the norm here; more threads than cores only adds contention.
         self.threads = threads or max(1, min(os.cpu_count() or 1, 4))
         self.usage = usage
