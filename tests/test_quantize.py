@@ -134,3 +134,10 @@ def test_store_from_before_the_record(make_memory: Callable[..., Memory], tmp_pa
     empty.close()
     fresh = make_memory("empty", embedder={"quantize": "int8"})  # no vectors yet: any embedder may start it
     assert fresh._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig(quantize="int8"))
+
+
+def test_a_refused_configuration_records_nothing(make_memory: Callable[..., Memory], tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"embedder\.model"):
+        Memory(data_dir=tmp_path / "c", embedder={"backend": "openai"})
+    mem = make_memory("c")  # the store is still free to take the default embedder
+    assert mem._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig())

@@ -79,10 +79,10 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
     journal = open_journal(config.journal, paths.journal, read_only=read_only)
     index: VectorIndex | None = None
     try:
-        check_embedder(journal, config.embedder, read_only=read_only)
         usage = UsageTracker()
         usage.load(journal.usage())
         embedder = make_embedder(config.embedder, usage)
+        check_embedder(journal, config.embedder, read_only=read_only)  # after the config is known valid
         if llm_client is not None:
             llm_client.usage = usage  # one tracker: the client's calls land in stats()
         llm = llm_client if llm_client is not None else make_llm(config.llm, usage)
