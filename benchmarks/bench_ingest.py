@@ -2,9 +2,11 @@
 
 Every LoCoMo turn of the chosen conversations is added on its own call with its session's date, as
 a live chat would; the clock covers the ``add`` calls and the final ``flush`` (no sleep). Each call
-returns only once its turn is journaled (SQLite WAL, synchronous=FULL).
+returns only once its turn is journaled (SQLite WAL, synchronous=FULL). The embedder comes from the
+configuration (e.g. ``DIALOGMEM_EMBEDDER__QUANTIZE=int8``); the line printed per run says which one,
+and how much of the time went to embedding.
 
-Usage::
+Usage (old vs new: the same command with another ``PYTHONPATH``)::
 
     python benchmarks/bench_ingest.py [--data ../shared/data/locomo/locomo10_dev.json]
                                       [--conversations conv-26,conv-30] [--repeat 1]
@@ -36,7 +38,7 @@ def sessions(sample: dict) -> list[tuple[str, str, list[dict]]]:
     return out
 
 
-def run_once(samples: list[dict]) -> tuple[int, float, list[float]]:
+def run_once(samples: list[dict]) -> tuple[int, float, list[float], float, str]:
     root = Path(tempfile.mkdtemp(prefix="dm-ingest-"))
     try:
         with Memory(data_dir=root / "store") as mem:
@@ -54,7 +56,10 @@ def run_once(samples: list[dict]) -> tuple[int, float, list[float]]:
                         turns += 1
                 mem.flush(user)
             wall = time.perf_counter() - started
-        return turns, wall, per_call
+            embed_ms = sum(u["latency_ms"] for u in mem.stats()["embedding"].values())
+            embedder = mem._parts.embedder
+            name = getattr(embedder, "identity", type(embedder).__name__)
+        return turns, wall, per_call, embed_ms, name
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -68,12 +73,13 @@ def main() -> None:
     wanted = set(args.conversations.split(","))
     samples = [s for s in json.loads(args.data.read_text()) if s["sample_id"] in wanted]
     for r in range(args.repeat):
-        turns, wall, per_call = run_once(samples)
+        turns, wall, per_call, embed_ms, name = run_once(samples)
         per_call.sort()
         p50 = statistics.median(per_call)
         p95 = per_call[int(0.95 * (len(per_call) - 1))]
         print(f"run {r + 1}: {turns} turns in {wall:.1f} s = {turns / wall:.1f} turns/s "
-              f"(add p50 {p50:.2f} ms, p95 {p95:.2f} ms)")
+              f"(add p50 {p50:.2f} ms, p95 {p95:.2f} ms; embedding {embed_ms / turns:.2f} ms/turn, "
+              f"{embed_ms / 10 / wall:.0f}% of the time; {name})")
 
 
 if __name__ == "__main__":

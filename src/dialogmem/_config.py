@@ -74,6 +74,10 @@ class EmbedderConfig(_Section):
     # p50 4.6 vs 5.3 ms here); turn it off on a machine busy with other work (there spinning threads
     # steal the core the other thread needs: p50 112 vs 199 ms for a memory at load 28).
     spin_wait: bool = True
+    # local: "int8" runs a dynamically quantised graph (onnx engine): faster query and batch
+    # embedding, vectors close to the fp32 ones but not equal. A store records which embedder
+    # wrote its vectors and refuses to open with another (see README, "Embedder").
+    quantize: Literal["none", "int8"] = "none"
 
 
 class LLMConfig(_Section):

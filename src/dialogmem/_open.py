@@ -14,6 +14,7 @@ from pathlib import Path
 from ._access import AccessLog
 from ._config import Config
 from ._consolidation import LTMConsolidator
+from ._embedder_check import check_embedder
 from ._errors import StoreError
 from ._evict import Evictor
 from ._ingest import Ingest
@@ -81,6 +82,7 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
         usage = UsageTracker()
         usage.load(journal.usage())
         embedder = make_embedder(config.embedder, usage)
+        check_embedder(journal, config.embedder, read_only=read_only)  # after the config is known valid
         if llm_client is not None:
             llm_client.usage = usage  # one tracker: the client's calls land in stats()
         llm = llm_client if llm_client is not None else make_llm(config.llm, usage)

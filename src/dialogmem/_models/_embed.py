@@ -16,6 +16,7 @@ import platformdirs
 from .._errors import ConfigError, InputError, LLMError, LLMUnavailableError, StoreError
 from .._usage import UsageTracker
 from ._embed_cache import QueryCache
+from ._quantize import Quantize, quant_tag
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ class LocalEmbedder:
     vectors, keyed by the exact text; ``embed`` (the write path) never touches that cache.
     ``spin_wait`` lets onnxruntime's worker threads spin while waiting (faster on a quiet machine;
     turn it off where other work keeps the cores busy).
+    ``quantize="int8"`` runs the dynamically quantised graph (onnx engine only): faster, with
+    vectors close to but not equal to the fp32 ones, hence its own :attr:`identity`.
     """
 
     dim = MINILM_DIM
@@ -72,11 +75,20 @@ class LocalEmbedder:
         cache_dir: str | os.PathLike[str] | None = None,
         query_cache: int = 256,
         spin_wait: bool = True,
+        quantize: Quantize = "none",
     ) -> None:
         if engine not in ("auto", "onnx", "torch"):
             raise ConfigError(f"unknown embedder.engine {engine!r}: use auto, onnx or torch")
-        self.engine: Literal["onnx", "torch"] = self._choose(engine)
-        self.batch_size = max(1, int(batch_size))
+        if quantize not in ("none", "int8"):
+            raise ConfigError(f"unknown embedder.quantize {quantize!r}: use none or int8")
+        if quantize != "none" and engine == "torch":
+            raise ConfigError("embedder.quantize=int8 runs on the onnx engine: use embedder.engine=onnx or auto")
+        self.quantize: Quantize = quantize
+        self.engine: Literal["onnx", "torch"] = self._choose("onnx" if quantize != "none" else engine)
+        # The int8 graph quantises activations per tensor, i.e. over the whole batch: a text's vector
+        # would depend on its batch neighbours (cosine down to 0.987). One text per run keeps it a
+        # function of the text alone (costs ~15% CPU in bulk; one-text calls are the common case).
+        self.batch_size = 1 if quantize != "none" else max(1, int(batch_size))
         # Two cores are the norm here; more threads than cores only adds contention.
         self.threads = threads or max(1, min(os.cpu_count() or 1, 4))
         self.usage = usage
@@ -89,6 +101,11 @@ class LocalEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._st: Any = None
+
+    @property
+    def identity(self) -> str:
+        """Which vectors this embedder makes (the engines agree; a quantised graph does not)."""
+        return local_identity(self.quantize)
 
     @staticmethod
     def _choose(engine: Engine) -> Literal["onnx", "torch"]:
@@ -127,8 +144,11 @@ class LocalEmbedder:
         from tokenizers import Tokenizer
 
         from ._bert_onnx import cached_onnx
+        from ._quantize import quantized_onnx
 
         path = cached_onnx(self._model_dir, self.cache_dir)
+        if self.quantize == "int8":
+            path = quantized_onnx(path)
         tokenizer = Tokenizer.from_file(str(self._model_dir / "tokenizer.json"))
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
@@ -210,6 +230,12 @@ class LocalEmbedder:
         return np.asarray(vectors, dtype=np.float32), tokens
 
 
+def local_identity(quantize: Quantize = "none") -> str:
+    """The identity of the local embedder's vectors: the model, and the quantisation if any."""
+    tag = quant_tag(quantize)
+    return f"local/all-MiniLM-L6-v2{'/' + tag if tag else ''}"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
@@ -254,6 +280,7 @@ class OpenAIEmbedder:
         self.batch_size = max(1, int(batch_size))
         self.base_url = base_url
         self.usage = usage
+        self.identity = f"openai/{model}/{self.dim}"
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                      timeout=timeout_s, max_retries=max_retries)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .._config import EmbedderConfig, LLMConfig
 from .._errors import ConfigError
 from .._usage import UsageTracker
-from ._embed import LocalEmbedder, OpenAIEmbedder
+from ._embed import LocalEmbedder, OpenAIEmbedder, local_identity
 from ._embed_base import Embedder
 from ._llm import NoLLM
 from ._llm_base import LLMClient
@@ -41,6 +41,14 @@ def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
     raise ConfigError(f"unknown llm.backend {cfg.backend!r}: use none, openai or llama_cpp")
 
 
+def embedder_identity(cfg: EmbedderConfig) -> str:
+    """Which vectors ``cfg``'s embedder makes: stores record it, so that vectors of two different
+    embedders are never compared (see ``_open``)."""
+    if cfg.backend == "local":
+        return local_identity(cfg.quantize)
+    return f"{cfg.backend}/{cfg.model}/{cfg.dim}"
+
+
 def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Embedder:
     """The configured embedder; an unknown or uninstalled backend is a ``ConfigError``."""
     if cfg.backend == "local":
@@ -48,8 +56,11 @@ def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Emb
             raise ConfigError(f"the local embedder is {LOCAL_MODEL} ({LOCAL_DIM}-d); for another model use "
                               "embedder.backend=openai with an OpenAI-compatible embeddings server")
         return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage,
-                             query_cache=cfg.query_cache, spin_wait=cfg.spin_wait)
+                             query_cache=cfg.query_cache, spin_wait=cfg.spin_wait,
+                             quantize=cfg.quantize)
     if cfg.backend == "openai":
+        if cfg.quantize != "none":
+            raise ConfigError("embedder.quantize applies to the local embedder only")
         if not cfg.model:
             raise ConfigError("embedder.model is required for embedder.backend=openai "
                               "(and embedder.dim must be its vector size)")

@@ -1,0 +1,51 @@
+"""Which embedder wrote a store's vectors: recorded in the journal, checked at every open.
+
+Vectors of two embedders cannot be compared (a query embedded by the int8 graph against memories
+embedded in fp32 still "works", but ranks worse, silently). The journal's ``meta`` row
+``embedder`` names the embedder of the stored vectors; opening the store with another one is a
+``ConfigError`` that says which setting gives the recorded one back.
+"""
+
+from __future__ import annotations
+
+from ._config import EmbedderConfig
+from ._errors import ConfigError
+from ._journal import Journal
+from ._models._factory import embedder_identity
+
+META_KEY = "embedder"
+
+
+def recorded_embedder(recorded: str | None, cfg: EmbedderConfig, *, has_memories: bool) -> str:
+    """The identity of the embedder that wrote the store's vectors. A store from before this was
+    recorded was written without quantisation (the only kind that existed then); an empty one
+    takes the configured embedder."""
+    if recorded is not None:
+        return recorded
+    if not has_memories:
+        return embedder_identity(cfg)
+    return embedder_identity(cfg.model_copy(update={"quantize": "none"}))
+
+
+def mismatch_message(recorded: str, current: str) -> str | None:
+    """None when the configured embedder makes the stored kind of vectors, else why not."""
+    if recorded == current:
+        return None
+    hint = ""
+    if recorded.startswith("local/") and current.startswith("local/"):
+        hint = " (set embedder.quantize=int8)" if "/int8" in recorded else " (set embedder.quantize=none)"
+    return (f"this store's memories were embedded by {recorded}, but the embedder configured is {current}: "
+            f"their vectors cannot be compared. Open the store with the recorded embedder{hint}, "
+            "or copy its memories into a new store (get_all, then import_records without vectors, "
+            "which embeds them again).")
+
+
+def check_embedder(journal: Journal, cfg: EmbedderConfig, *, read_only: bool) -> None:
+    """Record the embedder in a store that has none recorded; refuse another one."""
+    stored = journal.meta(META_KEY)
+    recorded = recorded_embedder(stored, cfg, has_memories=stored is None and journal.count_memories() > 0)
+    problem = mismatch_message(recorded, embedder_identity(cfg))
+    if problem is not None:
+        raise ConfigError(problem)
+    if stored is None and not read_only:
+        journal.set_meta(META_KEY, recorded)
