@@ -45,7 +45,9 @@ def test_add_search_cites_caller_ids(mem: Any, sample_data: dict[str, Any]) -> N
     assert "D1:3" in top_sources  # "His name is Biscuit" cited by the caller's own message id
     hit = result.hits[0]
     assert hit.time_stamp.startswith("2023-") and hit.weekday in {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
-    assert result.context().count("\n") == len(result.hits) - 1
+    context = result.context().splitlines()
+    assert context[0].startswith("[2023-")  # a time header, then the memories' lines, each once
+    assert all(line in context for h in result.hits for line in h.memory.splitlines() if not line.endswith(" ..."))
     assert result.context_tokens > 0
 
 

@@ -57,12 +57,12 @@ def test_rule_windows_write_each_turn_once_with_the_window_context(make_memory: 
     mem.add(_msgs(TURNS), "u1", session_id="s1")
     records = _targets_once(mem, "u1", len(TURNS))
     by_turn = {r.source_turn_ids[-1]: r for r in records}
-    # W - stride = 2 context turns: turn 3's memory carries turns 1 and 2, the default only turn 2
+    # W - stride = 2 context turns: turn 3's memory carries turns 1 and 2, context_turns=1 only turn 2
     assert by_turn["t3"].source_turn_ids == ["t1", "t2", "t3"]
     assert "breed" in by_turn["t3"].memory and by_turn["t3"].speaker_name == "Melanie"
-    default = make_memory("default")
-    default.add(_msgs(TURNS), "u1", session_id="s1")
-    plain = {r.source_turn_ids[-1]: r for r in default.get_all("u1", limit=1000)}
+    one = make_memory("one", write={"context_turns": 1})
+    one.add(_msgs(TURNS), "u1", session_id="s1")
+    plain = {r.source_turn_ids[-1]: r for r in one.get_all("u1", limit=1000)}
     assert plain["t3"].source_turn_ids == ["t2", "t3"] and "breed" not in plain["t3"].memory
 
 

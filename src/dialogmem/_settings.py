@@ -14,7 +14,7 @@ class _Section(BaseModel):
 class WriteSettings(_Section):
     """``None`` / ``"auto"`` choose by whether an LLM extracts: with one, turns are segmented by
     topic and batched (512-token sensory buffer, ``stm_threshold`` 512) so each call sees whole
-    topics; without one, each turn becomes a memory as soon as it is added, with the turn before it
+    topics; without one, each turn becomes a memory as soon as it is added, with the turns before it
     as context (``context_turns``)."""
 
     compressor: Literal["none", "entropy", "llmlingua2"] = "none"
@@ -24,8 +24,11 @@ class WriteSettings(_Section):
     sensory_tokens: int | None = Field(None, ge=0)
     stm_threshold: int | None = Field(None, ge=0)
     extractor: Literal["auto", "llm", "rules"] = "auto"
-    # LLM-free memories carry this many preceding turns of their session as context
-    context_turns: int = Field(1, ge=0, le=4)
+    context_turns: int = Field(2, ge=0, le=4, description=(
+        "LLM-free memories carry this many preceding turns of their session as context (and cite "
+        "them). 2 (was 1): LoCoMo dev conv-26+30, evidence recall@10 0.774 -> 0.821 and at "
+        "256/512/1024 context tokens 0.610/0.723/0.810 -> 0.627/0.763/0.835 (compact context "
+        "rendering in both)."))
     # Bounds on what one message may carry (checked before anything is written).
     max_turn_chars: int = Field(200_000, gt=0, le=10_000_000)
     max_metadata_bytes: int = Field(65_536, gt=0, le=10_000_000)

@@ -119,10 +119,11 @@ class SearchHit(BaseModel):
 
 
 def render_context(hits: Sequence[SearchHit]) -> str:
-    """Hits as ``time_stamp weekday memory`` lines, oldest first, one line per memory (a memory's
-    own line breaks become " / ") — the rendering seed 002 gives an LLM prompt."""
-    ordered = sorted(hits, key=lambda h: h.time_stamp)
-    return "\n".join(f"{h.time_stamp} {h.weekday} {' / '.join(h.memory.splitlines())}" for h in ordered)
+    """The reader's context for hits: one time header per distinct time, oldest first, and every
+    line of the memories shown once (``_read._render.render_hits``)."""
+    from ._read._render import render_hits  # the read path owns the rendering
+
+    return render_hits(hits)
 
 
 class SearchPlan(BaseModel):
@@ -151,7 +152,8 @@ class SearchResult(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
     def context(self) -> str:
-        """Hits as ``time_stamp weekday memory`` lines, oldest first."""
+        """The hits as a reader's context (``render_context``): time headers, oldest first, each
+        line once."""
         return render_context(self.hits)
 
     @property

@@ -1,0 +1,136 @@
+"""The context a reader gets for a set of hits (``SearchResult.context()``), rendered compactly.
+
+Hits are grouped under one header per distinct time (``[2023-05-08 13:56 (Mon)]``; a later time of
+the same day shows only ``[14:02]``), oldest first, and every line of every memory is shown once:
+
+* a memory's lines are its own line breaks (an LLM-free memory is its turn, after the turns before
+  it as context; a memory written by an LLM is usually one line);
+* within one time, memories that continue each other are chained into one run of lines: when the
+  first lines of one memory are the last lines of another (the turn it carries as context is the
+  other's own turn), it follows that memory and its overlapping lines are not repeated;
+* a line already shown that day is not shown again, and a line that a memory carries clipped
+  (ending in ``" ..."``) is dropped when the same line is shown in full that day. (Across days a
+  line is repeated: when it was said again matters.)
+
+So two hits on neighbouring turns cost their turns once, not twice, and a run of hits from one
+session pays for its date once. Nothing a hit says is dropped: every line left out is shown
+elsewhere in the same context, in full, under the same day. Pure functions; the order of the hits given does not change
+which lines are shown, only the order of runs within one time (first hit first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from .._types import SearchHit
+
+#: the marker ``RuleExtractor`` puts at the end of a context turn it shortened
+CLIP_MARK = " ..."
+
+
+def _norm(line: str) -> str:
+    return " ".join(line.split())
+
+
+def covers(full: str, line: str) -> bool:
+    """Whether showing ``full`` makes ``line`` redundant: the same text, or ``line`` is a clipped
+    (``" ..."``) beginning of it. Both normalised for whitespace."""
+    if full == line:
+        return True
+    return line.endswith(CLIP_MARK) and len(line) > len(CLIP_MARK) and full.startswith(line[: -len(CLIP_MARK)])
+
+
+def _same(a: str, b: str) -> bool:
+    return covers(a, b) or covers(b, a)
+
+
+def _fuller(a: str, b: str) -> str:
+    """Of two matching lines, the one that shows more."""
+    return a if len(a) >= len(b) else b
+
+
+def _overlap(run: Sequence[str], lines: Sequence[str]) -> int:
+    """The longest m such that the last m lines of ``run`` match the first m of ``lines``."""
+    for m in range(min(len(run), len(lines)), 0, -1):
+        if all(_same(run[len(run) - m + i], lines[i]) for i in range(m)):
+            return m
+    return 0
+
+
+def chain_runs(memories: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Memories (each a list of lines) joined into runs where one continues another (see module
+    docstring); a memory that continues none starts a new run. Runs keep first-seen order."""
+    runs: list[list[str]] = []
+    for lines in memories:
+        if not lines:
+            continue
+        placed = False
+        for run in runs:
+            m = _overlap(run, lines)
+            if m:
+                tail = len(run) - m
+                run[tail:] = [_fuller(run[tail + i], lines[i]) for i in range(m)]
+                run.extend(lines[m:])
+                placed = True
+                break
+            m = _overlap(lines, run)
+            if m:
+                head = len(lines) - m
+                run[:m] = [_fuller(lines[head + i], run[i]) for i in range(m)]
+                run[:0] = lines[:head]
+                placed = True
+                break
+        if not placed:
+            runs.append(list(lines))
+    return runs
+
+
+def _day_clock(time_stamp: str) -> tuple[str, str | None]:
+    """(day, clock) of an ISO time stamp (``HH:MM``, seconds only when not zero); a stamp that is
+    not ISO is its own day, with no clock."""
+    try:
+        when = datetime.fromisoformat(time_stamp)
+    except ValueError:
+        return time_stamp, None
+    return when.strftime("%Y-%m-%d"), when.strftime("%H:%M:%S" if when.second else "%H:%M")
+
+
+def _header(time_stamp: str, weekday: str, previous_day: str | None) -> str:
+    """``[YYYY-MM-DD HH:MM (Wkd)]``, or ``[HH:MM]`` on the day of the previous header."""
+    day, clock = _day_clock(time_stamp)
+    if clock is None:
+        return f"[{time_stamp} ({weekday})]" if weekday else f"[{time_stamp}]"
+    if day == previous_day:
+        return f"[{clock}]"
+    wd = f" ({weekday})" if weekday else ""
+    return f"[{day} {clock}{wd}]"
+
+
+def render_hits(hits: Sequence[SearchHit]) -> str:
+    """The reader's context for ``hits``: headers per time, oldest first, every line once a day."""
+    groups: dict[tuple[str, str], list[list[str]]] = {}
+    for h in sorted(hits, key=lambda h: h.time_stamp):
+        lines = [n for n in (_norm(x) for x in h.memory.splitlines()) if n]
+        groups.setdefault((h.time_stamp, h.weekday), []).append(lines)
+    full: dict[str, list[str]] = {}  # per day, the lines that are not clipped
+    for (stamp, _), memories in groups.items():
+        day = _day_clock(stamp)[0]
+        full.setdefault(day, []).extend(x for lines in memories for x in lines if not x.endswith(CLIP_MARK))
+    out: list[str] = []
+    shown: set[tuple[str, str]] = set()
+    last_day: str | None = None
+    for (stamp, weekday), memories in groups.items():
+        day = _day_clock(stamp)[0]
+        body: list[str] = []
+        for run in chain_runs(memories):
+            for line in run:
+                if (day, line) in shown or (line.endswith(CLIP_MARK) and any(covers(f, line) for f in full[day])):
+                    continue
+                shown.add((day, line))
+                body.append(line)
+        if body:
+            out.append(_header(stamp, weekday, last_day))
+            out.extend(body)
+            last_day = day
+    return "\n".join(out)
