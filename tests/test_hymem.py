@@ -180,3 +180,28 @@ def test_answer_arguments_are_checked(make_memory: Any) -> None:
         mem.answer("q?", "u", mode="deepest")  # type: ignore[arg-type]
     with pytest.raises(InputError):
         mem.answer("q?", "u", max_rounds=0)
+
+
+def test_real_gguf_plumbing_every_module_runs_and_cites_only_shown_ids(make_memory: Any) -> None:
+    """The real SmolLM2-135M GGUF (llama.cpp) through light, deep and reflection: whatever a tiny
+    model replies, the answer comes back, nothing raises, and every cited id was shown."""
+    import importlib.util
+
+    from test_llm_client import smollm2_path
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama_cpp cannot be imported: pip install llama-cpp-python")
+    llm = {"backend": "llama_cpp", "model_path": str(smollm2_path()), "n_ctx": 2048, "n_threads": 2,
+           "max_tokens": 48, "timeout_s": 600}  # generous: a loaded CI machine is slow, not wrong
+    mem = make_memory("gguf", llm=llm, answer={"batch_size": 5, "max_rounds": 1}, **RULES)
+    for i, (who, text) in enumerate(TURNS):
+        mem.add([{"content": text, "name": who, "id": f"t{i}"}], "u", timestamp=f"2023-05-0{i + 1}T10:00:00")
+    mem.flush("u")
+    for mode in ("light", "deep"):
+        got = mem.answer("Where did Anna move for her job?", "u", mode=mode)  # type: ignore[arg-type]
+        assert isinstance(got.text, str) and got.prompt_tokens > 0
+        assert set(got.memory_ids) <= {m.id for m in mem.get_all("u")}
+        assert set(got.turn_ids) <= {f"t{i}" for i in range(len(TURNS))}
+    stages = mem.stats("u")["llm"]
+    assert stages["answer.light"]["calls"] >= 1 and stages["answer.deep"]["calls"] >= 1
+    assert stages["answer.retrieve"]["calls"] >= 1
