@@ -447,3 +447,12 @@ def test_bench_cli_refuses_an_unknown_answer_mode(tmp_path: Path) -> None:
     got = CliRunner().invoke(bench_app, ["locomo", "--data", str(LOCOMO), "--out", str(tmp_path),
                                          "--answer", "deepest", "--quiet"])
     assert got.exit_code == 1 and "answer" in got.output
+
+
+def test_llm_write_mode_needs_dialogmem_llm_and_no_reader(tmp_path: Path) -> None:
+    """``llm-write``: dialogmem writes with its configured LLM, only retrieval is scored (no reader)."""
+    no_llm = Config(data_dir=tmp_path / "unused", llm=LLMConfig(backend="none"))
+    with pytest.raises(ConfigError, match="llm-write needs an LLM"):
+        run_benchmark(spec(tmp_path / "a", mode="llm-write", systems=["dialogmem"], config=no_llm))
+    with pytest.raises(InputError, match="full-context"):
+        run_benchmark(spec(tmp_path / "b", mode="llm-write", systems=["full-context"]))

@@ -108,6 +108,17 @@ def test_shared_entity_fragments_are_merged_with_every_line() -> None:
     assert d.entities == ["Caroline", "Biscuit"]
 
 
+def test_duplicates_only_merges_a_repeat_but_not_a_shared_entity() -> None:
+    """``shared_entity=False`` (write.synthesis = "duplicates"): the near-duplicate rule alone."""
+    old = frag("m1", "Caroline: Biscuit is a beagle.", entities=("Caroline", "Biscuit"), t=1)
+    other = frag("m2", "Caroline: Biscuit loves the park.", angle=20, entities=("Caroline", "Biscuit"), t=2)
+    assert decide_synthesis(other, [old], min_cosine=0.9, ignore_entities=["Caroline"],
+                            shared_entity=False) is None
+    repeat = frag("m3", "Caroline: Biscuit is a beagle!", angle=5, entities=("Caroline", "Biscuit"), t=3)
+    d = decide_synthesis(repeat, [old], min_cosine=0.9, shared_entity=False)
+    assert d is not None and d.reason == "near_duplicate" and d.absorbed_ids == ["m3"]
+
+
 @pytest.mark.parametrize(("candidate", "kwargs", "why"), [
     (frag("m1", "Caroline: Biscuit is a beagle.", entities=("Biscuit",), user="u2"),
      {"cross_session": True}, "another user, even across sessions"),

@@ -121,8 +121,9 @@ def _say(mem: Memory, user: str, session: str, text: str, who: str = "Caroline")
     return mem.add([{"name": who, "content": text}], user, session_id=session)
 
 
-def test_rule_synthesis_merges_a_near_duplicate_of_the_session_losslessly(make_memory: Any) -> None:
-    mem = make_memory(write={"synthesis": "rules", "context_turns": 0})
+@pytest.mark.parametrize("mode", ["rules", "duplicates"])
+def test_rule_synthesis_merges_a_near_duplicate_of_the_session_losslessly(make_memory: Any, mode: str) -> None:
+    mem = make_memory(write={"synthesis": mode, "context_turns": 0})
     first = _say(mem, "u1", "s1", LAKE).memories[0]
     _say(mem, "u1", "s1", "What did you have for lunch today?", who="Melanie")
     added = _say(mem, "u1", "s1", LAKE_MORE)
@@ -157,6 +158,15 @@ def test_synthesis_never_merges_across_sessions_or_users(make_memory: Any) -> No
     _say(cross, "u1", "s1", LAKE)
     _say(cross, "u1", "s2", LAKE_MORE)
     assert len(cross.get_all("u1", limit=100)) == 1
+
+
+def test_duplicates_mode_keeps_different_facts_about_one_entity_apart(make_memory: Any) -> None:
+    facts = ["My dog Biscuit is a beagle.", "Biscuit loves chasing squirrels in the park."]
+    for mode, expected in (("rules", 1), ("duplicates", 2)):
+        mem = make_memory(mode, write={"synthesis": mode, "context_turns": 0, "synthesis_min_cosine": 0.3})
+        for text in facts:
+            _say(mem, "u1", "s1", text)
+        assert len(mem.get_all("u1", limit=100)) == expected, mode
 
 
 @pytest.mark.parametrize("write", [{}, {"synthesis": "rules", "synthesis_min_cosine": 0.995}])

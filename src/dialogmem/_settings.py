@@ -40,10 +40,11 @@ class WriteSettings(_Section):
         "LLM-free coreference: pronouns of a turn resolved by rules against the preceding turns of "
         "its session (from earlier batches too), the referent appended in brackets. The LLM "
         "extractor resolves them in its prompt."))
-    synthesis: Literal["off", "auto", "llm", "rules"] = Field("off", description=(
+    synthesis: Literal["off", "duplicates", "auto", "llm", "rules"] = Field("off", description=(
         "Online semantic synthesis at write time: a new memory merged with near-duplicate or "
         "same-entity memories of the same user and session (LLM: one statement; rules: lossless "
-        "line merge); history keeps every version. off: each memory stays as extracted."))
+        "line merge); history keeps every version. duplicates: near-duplicates only, by the rule. "
+        "off: each memory stays as extracted."))
     synthesis_min_cosine: float = Field(0.8, ge=-1.0, le=1.0, description=(
         "Cosine a stored memory needs to the new one to be a synthesis candidate."))
     synthesis_cross_session: bool = Field(False, description=(

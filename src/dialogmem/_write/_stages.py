@@ -130,7 +130,10 @@ def _turn_writer(settings: WriteSettings, llm: LLMClient) -> dict[str, object]:
 def _synthesis(settings: WriteSettings, llm: LLMClient) -> Synthesis | None:
     if settings.synthesis == "off":
         return None
-    config = RuleConfig(min_cosine=settings.synthesis_min_cosine, cross_session=settings.synthesis_cross_session)
+    config = RuleConfig(min_cosine=settings.synthesis_min_cosine, cross_session=settings.synthesis_cross_session,
+                        shared_entity=settings.synthesis != "duplicates")
+    if settings.synthesis == "duplicates":
+        return Synthesis(config)
     return Synthesis(config, llm if use_llm("write.synthesis", settings.synthesis, llm) else None)
 
 

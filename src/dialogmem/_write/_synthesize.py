@@ -88,6 +88,7 @@ class RuleConfig:
     max_words: int = MAX_MERGED_WORDS
     cross_session: bool = False
     ignore_entities: Collection[str] = field(default_factory=tuple)
+    shared_entity: bool = True  # False: near-duplicates only (write.synthesis = "duplicates")
 
 
 # ---------------------------------------------------------------- the rule decision
@@ -95,11 +96,12 @@ class RuleConfig:
 
 def decide_synthesis(new: Fragment, candidates: Sequence[Fragment], *, min_cosine: float = 0.8,
                      min_overlap: float = 0.6, max_group: int = 3, max_words: int = MAX_MERGED_WORDS,
-                     cross_session: bool = False, ignore_entities: Collection[str] = ()
-                     ) -> Synthesis | None:
-    """The merge of ``new`` with the candidates that qualify (module docstring), or None."""
+                     cross_session: bool = False, ignore_entities: Collection[str] = (),
+                     shared_entity: bool = True) -> Synthesis | None:
+    """The merge of ``new`` with the candidates that qualify (module docstring), or None;
+    ``shared_entity=False`` admits near-duplicates only."""
     matched = sorted(_qualifying(new, candidates, min_cosine, min_overlap, cross_session,
-                                 {e.lower() for e in ignore_entities}),
+                                 {e.lower() for e in ignore_entities}, shared_entity),
                      key=lambda m: (-m[1], m[0].id))[:max(0, max_group - 1)]
     while matched:
         group = [c for c, _, _ in matched]
@@ -113,7 +115,8 @@ def decide_synthesis(new: Fragment, candidates: Sequence[Fragment], *, min_cosin
 
 
 def _qualifying(new: Fragment, candidates: Sequence[Fragment], min_cosine: float, min_overlap: float,
-                cross_session: bool, ignore: set[str]) -> list[tuple[Fragment, float, Reason]]:
+                cross_session: bool, ignore: set[str], shared_entity: bool = True
+                ) -> list[tuple[Fragment, float, Reason]]:
     words = _info_words(new.text)
     entities = _entity_keys(new.entities, ignore)
     out: list[tuple[Fragment, float, Reason]] = []
@@ -125,7 +128,7 @@ def _qualifying(new: Fragment, candidates: Sequence[Fragment], min_cosine: float
             continue
         if _jaccard(words, _info_words(c.text)) >= min_overlap:
             out.append((c, score, "near_duplicate"))
-        elif entities & _entity_keys(c.entities, ignore):
+        elif shared_entity and entities & _entity_keys(c.entities, ignore):
             out.append((c, score, "shared_entity"))
     return out
 
@@ -317,6 +320,7 @@ def rule_decider(config: RuleConfig) -> Decide:
         return decide_synthesis(new, candidates, min_cosine=config.min_cosine,
                                 min_overlap=config.min_overlap, max_group=config.max_group,
                                 max_words=config.max_words, cross_session=config.cross_session,
-                                ignore_entities=config.ignore_entities)
+                                ignore_entities=config.ignore_entities,
+                                shared_entity=config.shared_entity)
 
     return decide

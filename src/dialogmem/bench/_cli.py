@@ -21,7 +21,9 @@ bench_app = typer.Typer(help="Run the LoCoMo and LongMemEval benchmarks (resumab
 
 _DATA = typer.Option(..., "--data", help="the dataset file (original JSON format)", exists=False)
 _OUT_HELP = "output directory: results.json, report.md, plots, and checkpoints in state/"
-_MODE = typer.Option("llm-free", "--mode", help="llm-free: retrieval metrics only; llm: also QA and judge")
+_MODE_HELP = ("llm-free: retrieval metrics, no LLM; llm-write: dialogmem writes with its LLM, retrieval "
+              "metrics only; llm: also QA and judge")
+_MODE = typer.Option("llm-free", "--mode", help=_MODE_HELP)
 _LLM = typer.Option(None, "--llm",
                     help="reader/judge (and dialogmem) LLM: a GGUF path, 'openai:MODEL', or 'none'")
 _BASE_URL = typer.Option(None, "--llm-base-url", help="base URL of an OpenAI-compatible server")

@@ -43,7 +43,9 @@ class BenchSpec(BaseModel):
     out: Path
     conversations: list[str] | None = None  # LoCoMo sample_ids / LongMemEval question_ids
     limit: int | None = None  # LongMemEval: the first N questions; LoCoMo: per conversation
-    mode: Literal["llm-free", "llm"] = "llm-free"
+    # llm-free: no LLM anywhere; llm-write: dialogmem writes with its LLM, retrieval metrics only;
+    # llm: also QA (reader) and judge
+    mode: Literal["llm-free", "llm-write", "llm"] = "llm-free"
     ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])
     systems: list[str] | None = None  # None: all that the mode supports
     answer_k: int = 10  # hits the naive reader sees
@@ -65,7 +67,7 @@ class BenchSpec(BaseModel):
             chosen = list(dict.fromkeys(self.systems))
         else:
             chosen = list(SYSTEMS if self.mode == "llm" else RETRIEVAL_SYSTEMS)
-        if self.mode == "llm-free" and "full-context" in chosen:
+        if self.mode != "llm" and "full-context" in chosen:
             raise InputError("full-context is a QA-only baseline: it needs --mode llm")
         return chosen
 
@@ -82,7 +84,7 @@ class BenchSpec(BaseModel):
             "budgets": sorted(self.budgets), "budget_k": self.fetch_k() if self.budgets else None,
             "state_version": STATE_VERSION,
             "llm": llm.model_dump(exclude={"api_key", "timeout_s", "max_retries", "backoff_s"})
-            if self.mode == "llm" else None,
+            if self.mode != "llm-free" else None,
             "dialogmem": self.dialogmem_config().model_dump(
                 mode="json", include={"embedder", "write", "read", "sleep", "answer"}),
             "answer": self.answer, "judge": self.judge,
@@ -140,7 +142,7 @@ def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, Sy
     if spec.mode == "llm-free":
         cfg = cfg.model_copy(update={"llm": LLMConfig(backend="none")})
     elif cfg.llm.backend == "none":
-        raise ConfigError("--mode llm needs an LLM for dialogmem: pass --llm or configure [llm]")
+        raise ConfigError(f"--mode {spec.mode} needs an LLM for dialogmem: pass --llm or configure [llm]")
 
     def naive(mode: Literal["dense", "bm25", "hybrid"]) -> SystemFactory:
         return lambda conv, scratch: NaiveRAG(mode, scratch, embedder, reader=reader, answer_k=spec.answer_k,
@@ -346,7 +348,7 @@ def collect_results(spec: BenchSpec, dataset: BenchDataset, systems: list[str], 
             "conversations": [c.id for c in dataset.conversations],
             "questions": sum(len(c.questions) for c in dataset.conversations),
             "systems": systems,
-            "llm": spec.config.llm.model_dump(exclude={"api_key"}) if spec.mode == "llm" else None,
+            "llm": spec.config.llm.model_dump(exclude={"api_key"}) if spec.mode != "llm-free" else None,
             "machine": {"python": platform.python_version(), "platform": platform.platform(),
                         "processor": platform.processor() or platform.machine()},
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
