@@ -441,6 +441,10 @@ def test_llm_mode_answer_options_dialogmem_deep_ratio_and_the_plain_naive_prompt
     reader_prompt = next(c for c in llm.calls if c.stage == "reader").messages
     assert "at most 6 words" in reader_prompt[0]["content"] and "JSON" not in reader_prompt[0]["content"]
     assert "deep ratio" in (tmp_path / "report.md").read_text(encoding="utf-8")
+    # the light answer of every deep question is kept and scored on its own (the light-only F1)
+    assert all(q["light_prediction"] == "not mentioned" for q in deep)
+    assert all(q["light_prediction"] == q["prediction"] == "Paris" for q in dm_q if q not in deep)
+    assert dm["f1_light"] is not None and naive["f1_light"] is None
 
 
 def test_bench_cli_refuses_an_unknown_answer_mode(tmp_path: Path) -> None:
@@ -456,3 +460,31 @@ def test_llm_write_mode_needs_dialogmem_llm_and_no_reader(tmp_path: Path) -> Non
         run_benchmark(spec(tmp_path / "a", mode="llm-write", systems=["dialogmem"], config=no_llm))
     with pytest.raises(InputError, match="full-context"):
         run_benchmark(spec(tmp_path / "b", mode="llm-write", systems=["full-context"]))
+
+
+def test_questions_answered_before_a_kill_are_not_asked_again(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    """Per-question checkpoints: the reader (a scripted fake, not a model) dies on the 4th call; the
+    rerun asks only the questions without a saved answer."""
+    llm = _scripted_reader_and_judge()
+    calls = {"n": 0}
+
+    class Dies(NaiveRAG):
+        def answer(self, question: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 4:
+                raise KeyboardInterrupt
+            return super().answer(question)
+
+    def factory(conv: BenchConversation, scratch: Path) -> NaiveRAG:
+        return Dies("bm25", scratch, embedder, reader=llm, answer_k=3)
+
+    s = spec(tmp_path, mode="llm", systems=["naive-bm25"], judge=False, config=Config(llm=LLMConfig(backend="none")))
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(s, factories={"naive-bm25": factory}, reader=llm, judge=llm)
+    assert llm.stages().count("reader") == 3
+    results = run_benchmark(s, factories={"naive-bm25": factory}, reader=llm, judge=llm)
+    total = results["run"]["questions"]
+    assert llm.stages().count("reader") == total  # 3 before the kill + the rest, none twice
+    assert results["systems"]["naive-bm25"]["qa"]["overall"]["n"] + \
+        results["systems"]["naive-bm25"]["qa"]["adversarial"]["n"] == total
+    assert not list((tmp_path / "state" / "units").glob("*.partial"))

@@ -205,3 +205,31 @@ def test_real_gguf_plumbing_every_module_runs_and_cites_only_shown_ids(make_memo
     stages = mem.stats("u")["llm"]
     assert stages["answer.light"]["calls"] >= 1 and stages["answer.deep"]["calls"] >= 1
     assert stages["answer.retrieve"]["calls"] >= 1
+
+
+@pytest.mark.parametrize(("raw", "done", "question", "usable"), [
+    ("DONE", True, "", True),
+    ("  done.", True, "", True),
+    ("ASK: When did Anna move to Porto?", False, "When did Anna move to Porto?", True),
+    ("The part missing is the date.\nask: \"Which year?\"", False, "Which year?", True),
+    ("ASK:", False, "", False),
+    ("I am not sure what you mean", False, "", False),
+])
+def test_parse_reflection(raw: str, done: bool, question: str, usable: bool) -> None:
+    from dialogmem._prompts.hymem import parse_reflection
+
+    got = parse_reflection(raw)
+    assert (got.done, got.question, got.usable) == (done, question, usable)
+
+
+def test_choose_prefers_the_last_deep_answer_that_is_not_an_abstention() -> None:
+    from dialogmem._prompts.answer_v2 import CitedAnswer
+    from dialogmem._read._hymem_steps import choose
+
+    def a(text: str) -> CitedAnswer:
+        return CitedAnswer(text=text)
+
+    assert choose(["light", "deep", "deep"], [a("not mentioned"), a("Porto"), a("not mentioned")]) == 1
+    assert choose(["light", "deep"], [a("Lisbon"), a("Not mentioned.")]) == 0
+    assert choose(["light", "deep"], [a("not mentioned"), a("")]) == 0  # empty deep reply: keep light
+    assert choose(["deep"], [a("")]) == 0 and choose([], []) == -1

@@ -20,6 +20,7 @@ failed or empty deep generator reply keeps the light answer. Every such event is
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -68,9 +69,14 @@ class _Run:
     garbage: int = 0
     deep: bool = False  # the deep module ran (even if none of its rounds gave an answer)
 
+    lock: threading.Lock = field(default_factory=threading.Lock)  # retriever batches run in threads
+
     def shown(self, messages: list[ChatMessage], lines: Sequence[str]) -> None:
-        self.context_tokens += count_tokens("\n".join(lines))
-        self.prompt_tokens += sum(count_tokens(m["content"]) for m in messages)
+        context = count_tokens("\n".join(lines))
+        prompt = sum(count_tokens(m["content"]) for m in messages)
+        with self.lock:
+            self.context_tokens += context
+            self.prompt_tokens += prompt
 
 
 class HyMemAnswerer:
@@ -174,7 +180,7 @@ class HyMemAnswerer:
 
         def attempt() -> str | None:
             messages = deep_prompt.build_reflect_messages(query, run.pool)
-            run.prompt_tokens += sum(count_tokens(m["content"]) for m in messages)
+            run.shown(messages, [])
             got = deep_prompt.parse_reflection(
                 self.llm.complete(messages, stage="answer.reflect", max_tokens=_REFLECT_TOKENS))
             if not got.usable:
@@ -193,5 +199,6 @@ class HyMemAnswerer:
         return Answer(text=chosen.reply.text, memory_ids=chosen.memory_ids, turn_ids=chosen.turn_ids,
                       mode=mode, used=chosen.kind, rounds=deep_rounds,
                       context_tokens=run.context_tokens, prompt_tokens=run.prompt_tokens,
-                      garbage=run.garbage)
+                      garbage=run.garbage,
+                      light_text=next((r.reply.text for r in run.rounds if r.kind == "light"), None))
 

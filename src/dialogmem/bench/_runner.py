@@ -2,7 +2,9 @@
 
 Per unit: build the system in an empty scratch directory, feed the conversation turn by turn,
 search every question (retrieval metrics need no LLM), answer and judge it when an LLM is
-configured, save the unit atomically. A killed run starts again at the first unsaved unit.
+configured, save the unit atomically. A killed run starts again at the first unsaved unit; its
+questions answered before the kill (saved one by one) are not asked again: the unit's system is
+built again and only the remaining questions run (the unit's cost then covers that attempt).
 """
 
 from __future__ import annotations
@@ -240,8 +242,13 @@ def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, n
         cost = system.ingest(conv)
         reader_before, judge_before = _llm_snapshot(reader), _llm_snapshot(judge)
         records = []
+        saved = state.load_partial(name, conv.id)  # questions answered before an interruption
         for i, q in enumerate(conv.questions):
-            records.append(_question(spec, dataset.name, system, q, judge))
+            rec = saved.get(q.id)
+            if rec is None:
+                rec = _question(spec, dataset.name, system, q, judge)
+                state.append_partial(name, conv.id, rec)
+            records.append(rec)
             progress(Progress(done, total, name, conv.id, "questions", i + 1, len(conv.questions)))
         # query-time LLM use: the system's own counters when it keeps them (dialogmem), else the
         # shared reader's "reader" stage; the judge's calls are never counted as the system's cost
@@ -257,6 +264,7 @@ def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, n
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     state.save_unit(header, records)
+    state.drop_partial(name, conv.id)
     state.remove_scratch(scratch)
 
 
@@ -274,6 +282,9 @@ def _question(spec: BenchSpec, dataset: str, system: BenchSystem, q: BenchQuesti
         if error:
             rec["answer_error"] = error
         rec.update(qa_scores(dataset, q, ans.text, judge))
+        if ans.light_text is not None and dataset == "locomo":  # light-only F1 of the same run, no extra call
+            rec.update(light_prediction=ans.light_text,
+                       f1_light=m.locomo_f1(ans.light_text, q.answer, q.category_id))
     return rec
 
 

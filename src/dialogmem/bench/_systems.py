@@ -46,6 +46,7 @@ class AnswerOutcome(BaseModel):
     prompt_tokens: int = 0  # whole prompts sent to the reader for this answer (all calls)
     mode: str | None = None  # dialogmem: "light" or "deep" (the module that ran last)
     rounds: int = 0  # dialogmem: deep rounds
+    light_text: str | None = None  # dialogmem: the light module's answer (what --answer light would give)
 
 
 class IngestCost(BaseModel):
@@ -186,7 +187,8 @@ class DialogmemSystem:
                                  reference_time=question_time(self._conv, question))
         latency = (time.perf_counter() - started) * 1000
         return AnswerOutcome(text=str(reply.text), latency_ms=latency, context_tokens=reply.context_tokens,
-                             prompt_tokens=reply.prompt_tokens, mode=reply.mode, rounds=reply.rounds)
+                             prompt_tokens=reply.prompt_tokens, mode=reply.mode, rounds=reply.rounds,
+                             light_text=reply.light_text)
 
     def query_usage(self) -> dict[str, int]:
         """LLM calls and tokens spent since ingest ended (planning, selection, answering)."""
