@@ -106,3 +106,22 @@ def test_cited_and_citation_messages() -> None:
     assert "Example reply: 7 May 2023 [2, 5]" in cited[0]["content"] and "[2] 7 May 2023" in cited[1]["content"]
     check = v2.build_citation_messages("q?", "7 May 2023", LINES[:2])
     assert "Answer: 7 May 2023" in check[1]["content"] and "[1] 20 January 2023" in check[1]["content"]
+
+
+@pytest.mark.parametrize(("text", "abstains"), [
+    ("not mentioned", True), ("Not mentioned in the lines.", True), ("", True), ("  ", True),
+    ("unknown", True), ("Porto", False), ("7 May 2023", False), ("none of them mention it", False),
+])
+def test_is_abstention(text: str, abstains: bool) -> None:
+    assert v2.is_abstention(text) is abstains
+
+
+def test_cited_prompt_with_abstention_rule_and_earlier_answers() -> None:
+    msgs = v2.build_cited_answer_messages("Where?", LINES[:1], abstain=True,
+                                          notes=["When did Jon lose his job? → 2023-01-19"])
+    assert v2.NOT_MENTIONED in msgs[0]["content"] and "square" in msgs[0]["content"]
+    user = msgs[1]["content"]
+    assert user.startswith("Found so far:\n- When did Jon lose his job? → 19 January 2023")
+    assert "[1] 20 January 2023, Jon:" in user
+    plain = v2.build_cited_answer_messages("Where?", LINES[:1])
+    assert v2.NOT_MENTIONED not in plain[0]["content"] and "Found so far" not in plain[1]["content"]
