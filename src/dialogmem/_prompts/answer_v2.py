@@ -143,7 +143,9 @@ def build_cited_answer_messages(question: str, lines: Sequence[ContextLine], *,
     ``notes`` are answers found earlier (HyMem's memory pool), shown before the lines, unnumbered.
     """
     system = f"{CITED_SYSTEM}\n{ABSTAIN_RULE}" if abstain else CITED_SYSTEM
-    user = _user(question, render_lines(lines), reference_time, "Answer [line numbers]:")
+    # "Answer:" and not "Answer [line numbers]:": with the latter the reference 1.5B model replied
+    # with the numbers alone ("[1]") on conv-30 (measured 2026-11-23), an answer with no text
+    user = _user(question, render_lines(lines), reference_time, "Answer:")
     if notes:
         user = "Found so far:\n" + "\n".join(f"- {natural_dates(n)}" for n in notes) + "\n\n" + user
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
