@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -23,14 +22,14 @@ RULES_ONLY: dict[str, Any] = {"write": {"extractor": "rules", "segmenter": "none
 
 
 def answering_llm(delay_for: Callable[[str], float] = lambda text: 0.0) -> ScriptedLLM:
-    """A scripted fake, not a model: answers every ``answer`` call with memory 1, after
+    """A scripted fake, not a model: answers every light ``answer`` call citing line 1, after
     ``delay_for(prompt text)`` seconds (to make one user's calls slow)."""
     def script(stage: str, messages: list[dict[str, Any]]) -> str:
-        if stage != "answer":
+        if stage != "answer.light":
             raise AssertionError(f"unexpected LLM stage {stage}")
         text = " ".join(str(m.get("content", "")) for m in messages)
         time.sleep(delay_for(text))
-        return json.dumps({"answer": "scripted answer", "used_ids": [1]})
+        return "scripted answer [1]"
     return ScriptedLLM(script)
 
 

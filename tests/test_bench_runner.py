@@ -177,8 +177,9 @@ def _scripted_reader_and_judge() -> ScriptedLLM:
 
     def script(stage: str, messages: list[dict[str, str]]) -> str:
         text = messages[-1]["content"]
-        if stage == "reader":
-            notes = text.split("Notes:\n", 1)[1].split("\n\nQuestion:", 1)[0]
+        if stage == "reader":  # full-context: the judge module's reader prompt; naive: the plain prompt
+            marker = "Notes:\n" if "Notes:\n" in text else "Lines:\n"
+            notes = text.split(marker, 1)[1].split("\n\nQuestion:", 1)[0]
             return notes.splitlines()[0].split()[-1].strip(".!") if notes.strip() else "not mentioned"
         if "Reference answer:" in text:
             ref = text.split("Reference answer:", 1)[1].split("\n", 1)[0].lower().split()
@@ -401,6 +402,57 @@ def test_dialogmem_render_is_the_facade_context(tmp_path: Path) -> None:
         system.close()
 
 
+def test_llm_mode_answer_options_dialogmem_deep_ratio_and_the_plain_naive_prompt(
+        tmp_path: Path, embedder: LocalEmbedder) -> None:
+    """``--answer auto --no-judge --llm-free-memory``: dialogmem's memory is built without the LLM
+    (the scripted fake fails on any other stage), questions mentioning "Tomas" are scripted as
+    missing information in the light round (→ deep), and naive hybrid reads its top raw turns with
+    the plain short-answer prompt. A scripted fake, not a model."""
+    from dialogmem.bench import DialogmemSystem
+
+    def script(stage: str, messages: list[dict[str, str]]) -> str:
+        text = messages[-1]["content"]
+        if stage == "answer.light":
+            return "not mentioned" if "Tomas" in text.split("Question:")[-1] else "Paris [1]"
+        if stage in ("answer.retrieve", "answer.deep", "answer.reflect", "reader"):
+            return {"answer.retrieve": "[1, 2]", "answer.deep": "Lyon [1]", "answer.reflect": "DONE",
+                    "reader": "Nice"}[stage]
+        raise AssertionError(f"the reader is the only LLM role here, got {stage}")
+
+    llm = ScriptedLLM(script)
+    s = spec(tmp_path, mode="llm", systems=["dialogmem", "naive-hybrid"], answer="auto", judge=False,
+             llm_free_memory=True, config=Config(llm=LLMConfig(backend="none")))
+    cfg = s.dialogmem_config()
+    assert (cfg.write.extractor, cfg.sleep.updater, cfg.answer.mode) == ("rules", "rules", "auto")
+    factories = naive_factories(embedder, [], reader=llm)
+    factories["dialogmem"] = lambda conv, scratch: DialogmemSystem(cfg, scratch, llm_client=llm)
+    results = run_benchmark(s, factories=factories, reader=llm, judge=llm)
+    stages = llm.stages()
+    assert "judge" not in stages and "add_memory" not in stages
+    dm = results["systems"]["dialogmem"]["qa"]["overall"]
+    naive = results["systems"]["naive-hybrid"]["qa"]["overall"]
+    units = [json.loads(line) for p in sorted((tmp_path / "state").rglob("*.jsonl"))
+             for line in p.read_text(encoding="utf-8").splitlines()[1:]]
+    dm_q = [q for q in units if q.get("answer_mode")]
+    deep = [q for q in dm_q if q["answer_mode"] == "deep"]
+    assert deep and len(deep) < len(dm_q) and all(q["prediction"] == "Lyon" for q in deep)
+    assert 0.0 < dm["deep_ratio"] < 1.0 and dm["rounds"] > 0 and dm["reader_tokens"] > 0
+    assert naive["deep_ratio"] is None and naive["reader_tokens"] > 0 and dm["judge"] is None
+    reader_prompt = next(c for c in llm.calls if c.stage == "reader").messages
+    assert "at most 6 words" in reader_prompt[0]["content"] and "JSON" not in reader_prompt[0]["content"]
+    assert "deep ratio" in (tmp_path / "report.md").read_text(encoding="utf-8")
+    # the light answer of every deep question is kept and scored on its own (the light-only F1)
+    assert all(q["light_prediction"] == "not mentioned" for q in deep)
+    assert all(q["light_prediction"] == q["prediction"] == "Paris" for q in dm_q if q not in deep)
+    assert dm["f1_light"] is not None and naive["f1_light"] is None
+
+
+def test_bench_cli_refuses_an_unknown_answer_mode(tmp_path: Path) -> None:
+    got = CliRunner().invoke(bench_app, ["locomo", "--data", str(LOCOMO), "--out", str(tmp_path),
+                                         "--answer", "deepest", "--quiet"])
+    assert got.exit_code == 1 and "answer" in got.output
+
+
 def test_llm_write_mode_needs_dialogmem_llm_and_no_reader(tmp_path: Path) -> None:
     """``llm-write``: dialogmem writes with its configured LLM, only retrieval is scored (no reader)."""
     no_llm = Config(data_dir=tmp_path / "unused", llm=LLMConfig(backend="none"))
@@ -408,3 +460,31 @@ def test_llm_write_mode_needs_dialogmem_llm_and_no_reader(tmp_path: Path) -> Non
         run_benchmark(spec(tmp_path / "a", mode="llm-write", systems=["dialogmem"], config=no_llm))
     with pytest.raises(InputError, match="full-context"):
         run_benchmark(spec(tmp_path / "b", mode="llm-write", systems=["full-context"]))
+
+
+def test_questions_answered_before_a_kill_are_not_asked_again(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    """Per-question checkpoints: the reader (a scripted fake, not a model) dies on the 4th call; the
+    rerun asks only the questions without a saved answer."""
+    llm = _scripted_reader_and_judge()
+    calls = {"n": 0}
+
+    class Dies(NaiveRAG):
+        def answer(self, question: Any) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 4:
+                raise KeyboardInterrupt
+            return super().answer(question)
+
+    def factory(conv: BenchConversation, scratch: Path) -> NaiveRAG:
+        return Dies("bm25", scratch, embedder, reader=llm, answer_k=3)
+
+    s = spec(tmp_path, mode="llm", systems=["naive-bm25"], judge=False, config=Config(llm=LLMConfig(backend="none")))
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(s, factories={"naive-bm25": factory}, reader=llm, judge=llm)
+    assert llm.stages().count("reader") == 3
+    results = run_benchmark(s, factories={"naive-bm25": factory}, reader=llm, judge=llm)
+    total = results["run"]["questions"]
+    assert llm.stages().count("reader") == total  # 3 before the kill + the rest, none twice
+    assert results["systems"]["naive-bm25"]["qa"]["overall"]["n"] + \
+        results["systems"]["naive-bm25"]["qa"]["adversarial"]["n"] == total
+    assert not list((tmp_path / "state" / "units").glob("*.partial"))

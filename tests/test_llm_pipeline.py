@@ -44,8 +44,8 @@ def fake_llm(stage: str, messages: list[dict[str, str]]) -> str:
         return _extraction(messages)
     if stage == "update":
         return _update(messages)
-    if stage == "answer":
-        return json.dumps({"answer": "Seattle", "used_ids": [1, 99]})
+    if stage == "answer.light":
+        return "Seattle [1, 99]"
     raise AssertionError(f"unexpected stage {stage}")
 
 

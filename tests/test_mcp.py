@@ -20,7 +20,8 @@ from mcp.client.streamable_http import streamable_http_client
 from dialogmem import Memory
 from serverkit import RULES_ONLY, bearer, make_keys, serve
 
-TOOLS = {"add_memory", "search_memory", "answer", "list_memories", "get_memory", "delete_memory"}
+TOOLS = {"add_memory", "search_memory", "answer", "memory_sources", "list_memories", "get_memory",
+         "delete_memory"}
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 

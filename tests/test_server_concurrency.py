@@ -32,8 +32,8 @@ def slow_for_slowpoke(stage: str, messages: list[dict[str, Any]]) -> str:
         data = [{"source_id": int(sid), "fact": f"{who.strip()} said {said.strip()}"}
                 for sid, who, said in LINE.findall(str(messages[-1]["content"]))]
         return json.dumps({"data": data})
-    if stage == "answer":
-        return json.dumps({"answer": "scripted answer", "used_ids": [1]})
+    if stage == "answer.light":
+        return "scripted answer [1]"
     raise AssertionError(f"unexpected LLM stage {stage}")
 
 

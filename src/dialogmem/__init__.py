@@ -37,6 +37,7 @@ from ._types import (
     SearchHit,
     SearchPlan,
     SearchResult,
+    SourceTurn,
     Turn,
 )
 
@@ -79,6 +80,7 @@ __all__ = [
     "SearchResult",
     "SleepReport",
     "SleepSettings",
+    "SourceTurn",
     "StoreConfig",
     "StoreError",
     "Turn",

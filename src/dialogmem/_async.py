@@ -20,11 +20,12 @@ from ._conversation import Conversation
 from ._errors import StoreError
 from ._memory import Memory, Messages, When
 from ._read import Answer
+from ._read._hymem import AnswerMode
 from ._repair import RepairReport
 from ._sleep._graph import LTMGraph
 from ._sleeptime import SleepReport
 from ._store import IndexFilter
-from ._types import AddResult, HistoryEntry, MemoryRecord, QuarantinedTurn, SearchHit, SearchResult
+from ._types import AddResult, HistoryEntry, MemoryRecord, QuarantinedTurn, SearchHit, SearchResult, SourceTurn
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -95,15 +96,20 @@ class AsyncMemory:
 
     async def search(self, query: str, user_id: str, *, limit: int | None = None,
                      filters: IndexFilter | dict[str, Any] | None = None, reference_time: When | None = None,
-                     recent_context: list[str] | None = None) -> SearchResult:
+                     recent_context: list[str] | None = None, expand: bool = False) -> SearchResult:
         mem = await self._ensure()
         return await self._run(mem.search, query, user_id, limit=limit, filters=filters,
-                               reference_time=reference_time, recent_context=recent_context)
+                               reference_time=reference_time, recent_context=recent_context, expand=expand)
 
-    async def answer(self, query: str, user_id: str, *, limit: int | None = None,
+    async def answer(self, query: str, user_id: str, *, mode: AnswerMode | None = None,
+                     max_rounds: int | None = None, limit: int | None = None,
                      reference_time: When | None = None) -> Answer:
         mem = await self._ensure()
-        return await self._run(mem.answer, query, user_id, limit=limit, reference_time=reference_time)
+        return await self._run(mem.answer, query, user_id, mode=mode, max_rounds=max_rounds, limit=limit,
+                               reference_time=reference_time)
+
+    async def sources(self, memory_id: str, user_id: str) -> list[SourceTurn]:
+        return await self._run((await self._ensure()).sources, memory_id, user_id)
 
     async def get(self, memory_id: str, user_id: str, *, include_evicted: bool = True) -> MemoryRecord:
         return await self._run((await self._ensure()).get, memory_id, user_id, include_evicted=include_evicted)

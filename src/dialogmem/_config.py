@@ -16,7 +16,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._errors import ConfigError, first_problem
-from ._settings import ReadSettings, ServerSettings, SleepSettings, WriteSettings
+from ._settings import AnswerSettings, ReadSettings, ServerSettings, SleepSettings, WriteSettings
 
 ENV_PREFIX = "DIALOGMEM_"
 
@@ -106,6 +106,7 @@ class Config(_Section):
     write: WriteSettings = Field(default_factory=WriteSettings)
     read: ReadSettings = Field(default_factory=ReadSettings)
     sleep: SleepSettings = Field(default_factory=SleepSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     # Open without taking the writer's lock: reads only (a CLI search or a backup beside a running
     # writer). Searches run on a per-user copy of the index built from the journal.

@@ -20,7 +20,7 @@ from typing import Any
 from ._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from ._config import Config
 from ._conversation import Conversation, read_conversation_source
-from ._errors import ConfigError, NotFoundError, StoreError
+from ._errors import ConfigError, InputError, NotFoundError, StoreError
 from ._input import check_bounded_text, check_id, check_int, to_turns
 from ._lifecycle import CallGate, StoreLock
 from ._models import LLMClient
@@ -28,6 +28,7 @@ from ._offline import Offline
 from ._open import Parts, open_parts
 from ._operators import Operations
 from ._read import Answer
+from ._read._hymem import AnswerMode
 from ._read._ltm import route_ltm
 from ._read._pipeline import ReadResult, describe_plan
 from ._records import coerce_filter, edited, matches
@@ -41,6 +42,8 @@ from ._types import (
     Message,
     SearchHit,
     SearchResult,
+    SourceTurn,
+    Turn,
 )
 
 log = logging.getLogger(__name__)
@@ -225,8 +228,9 @@ class Memory(Operations, Offline):
     # -- read path ----------------------------------------------------------------------------
     def search(self, query: str, user_id: str, *, limit: int | None = None,
                filters: IndexFilter | dict[str, Any] | None = None, reference_time: When | None = None,
-               recent_context: list[str] | None = None) -> SearchResult:
-        """Plan, retrieve (one hybrid query per view), select; hits cite their turns."""
+               recent_context: list[str] | None = None, expand: bool = False) -> SearchResult:
+        """Plan, retrieve (one hybrid query per view), select; hits cite their turns. ``expand``: each
+        hit also carries those turns' text (``SearchHit.sources``, HyMem's L2 under the L1 memory)."""
         with self._call():
             check_id("user_id", user_id)
             check_bounded_text("query", query, self.config.read.max_query_chars, "read.max_query_chars")
@@ -245,7 +249,24 @@ class Memory(Operations, Offline):
             if self.config.read.track_access and mtm_ids and not self.config.read_only \
                     and self._parts.access.record(user_id, mtm_ids, time.time()):
                 self._parts.writer.flush_counters()
+            if expand:
+                hits = self._expanded(user_id, hits)
             return SearchResult(query=query, hits=hits, plan=describe_plan(result), timings_ms=result.timings_ms)
+
+    def _expanded(self, user_id: str, hits: list[SearchHit]) -> list[SearchHit]:
+        """Hits with their own (this user's) source turns; shared LTM facts have none."""
+        own = [tid for h in hits if h.tier != "ltm" for tid in h.source_turn_ids]
+        found = {t.id: SourceTurn.from_turn(t) for t in self._parts.journal.turns(user_id, ids=own)}
+        return [h.model_copy(update={"sources": [found[t] for t in h.source_turn_ids if t in found]
+                                     if h.tier != "ltm" else []}) for h in hits]
+
+    def sources(self, memory_id: str, user_id: str) -> list[SourceTurn]:
+        """The raw turns (L2) a memory of this user was made from, oldest first (``NotFoundError`` for
+        an unknown or another user's memory id; evicted memories keep their sources)."""
+        with self._call():
+            record = self._get(memory_id, user_id, include_evicted=True)
+            turns = self._parts.journal.turns(user_id, ids=record.source_turn_ids)
+            return [SourceTurn.from_turn(t) for t in turns]
 
     def _with_ltm(self, user_id: str, result: ReadResult, hits: list[SearchHit], limit: int | None) -> list[SearchHit]:
         """The ``ltm`` route: graph facts within the same budget (``_read._ltm``)."""
@@ -262,13 +283,32 @@ class Memory(Operations, Offline):
             self._parts.usage.record("latency", "search.ltm", calls=1, latency_ms=ms)
         return merged
 
-    def answer(self, query: str, user_id: str, *, limit: int | None = None,
-               reference_time: When | None = None) -> Answer:
-        """Answer from this user's memories with the configured LLM; cites the memory ids it used."""
+    def answer(self, query: str, user_id: str, *, mode: AnswerMode | None = None, max_rounds: int | None = None,
+               limit: int | None = None, reference_time: When | None = None) -> Answer:
+        """Answer from this user's memories with the configured LLM (seed 004 HyMem): a light round
+        over the top ``limit`` memories; when it reports missing information (``mode="auto"``), or
+        with ``mode="deep"``, deep rounds that trace the relevant memories back to their raw turns,
+        with reflection between rounds (at most ``max_rounds``). Cites only memory and turn ids the
+        model was shown. Defaults: ``config.answer``."""
+        check_id("user_id", user_id)
+        check_bounded_text("query", query, self.config.read.max_query_chars, "read.max_query_chars")
+        chosen = mode if mode is not None else self.config.answer.mode
+        if chosen not in ("auto", "light", "deep"):
+            raise InputError(f"mode must be 'auto', 'light' or 'deep', got {chosen!r}")
+        for name, value, hi in (("limit", limit, 200), ("max_rounds", max_rounds, 5)):
+            if value is not None:
+                check_int(name, value, 1, hi)
         ref = parse_timestamp(reference_time) if reference_time is not None else None
-        result = self.search(query, user_id, limit=limit, reference_time=ref)
+
+        def search(q: str, k: int) -> list[SearchHit]:
+            return self.search(q, user_id, limit=k, reference_time=ref).hits
+
         with self._call():
-            return self._parts.answerer.answer(query, result.hits, reference_time=ref)
+            return self._parts.answerer.answer(query, search, lambda ids: self._turns(user_id, ids), mode=chosen,
+                                               max_rounds=max_rounds, light_k=limit, reference_time=ref)
+
+    def _turns(self, user_id: str, ids: list[str]) -> list[Turn]:
+        return self._parts.journal.turns(user_id, ids=ids)
 
     def get(self, memory_id: str, user_id: str, *, include_evicted: bool = True) -> MemoryRecord:
         """One memory of this user (``NotFoundError`` for an unknown or another user's id)."""

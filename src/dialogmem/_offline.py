@@ -89,6 +89,7 @@ class Offline:
                 "quarantined_turns": j.count_turns(user_id, TurnStatus.QUARANTINED),
             }
             out["counts"].update(self._graph_counts(user_id))
+            out["answers"] = answer_summary(out.get("answer", {}))
             if user_id is None:
                 out["counts"]["index_failed"] = j.count_index_state(IndexState.FAILED)
             return out
@@ -109,3 +110,14 @@ class Offline:
         key = self._parts.consolidator.subject_key(user_id)
         return {"ltm_nodes": counts["ltm_nodes"], "ltm_edges": counts["ltm_edges"],
                 "ltm_links": len(self._parts.journal.graph_links(key))}
+
+
+def answer_summary(answer_usage: dict[str, Any]) -> dict[str, Any]:
+    """``answer()`` calls (store-wide), the share that ran the deep module, and prompt tokens per answer."""
+    light = answer_usage.get("light", {})
+    deep = answer_usage.get("deep", {})
+    n = int(light.get("calls", 0)) + int(deep.get("calls", 0))
+    tokens = int(light.get("prompt_tokens", 0)) + int(deep.get("prompt_tokens", 0))
+    return {"answers": n, "deep": int(deep.get("calls", 0)),
+            "deep_rate": round(int(deep.get("calls", 0)) / n, 4) if n else None,
+            "prompt_tokens_per_answer": round(tokens / n, 1) if n else None}

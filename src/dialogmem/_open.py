@@ -22,7 +22,8 @@ from ._journal import IndexState, Journal, open_journal
 from ._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
 from ._models import LLMClient, make_embedder, make_llm
 from ._models._embed_base import Embedder
-from ._read import Answerer, ReadPipeline, make_planner, make_selector
+from ._read import ReadPipeline, make_planner, make_selector
+from ._read._hymem import HyMemAnswerer
 from ._read._ltm import GraphSearcher
 from ._sleeptime import SleepRunner
 from ._store import EdgeIndex, VectorIndex, open_index
@@ -50,7 +51,7 @@ class Parts:
     stages: WriteStages
     ingest: Ingest
     read: ReadPipeline
-    answerer: Answerer
+    answerer: HyMemAnswerer
     sleeper: SleepRunner
     evictor: Evictor
     consolidator: LTMConsolidator
@@ -102,7 +103,7 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             access=access, writer=writer, stages=stages, ingest=Ingest(journal, writer, stages),
             read=ReadPipeline(index, embedder, make_planner(config.read.planner, llm),
                               make_selector(config.read.selector, llm), usage),
-            answerer=Answerer(llm),
+            answerer=HyMemAnswerer(llm, config.answer),
             sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
             evictor=Evictor(journal, writer),
             consolidator=LTMConsolidator(journal, writer, embedder, llm, config.sleep),

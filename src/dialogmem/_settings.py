@@ -84,6 +84,31 @@ class ReadSettings(_Section):
     max_query_chars: int = Field(4_000, gt=0, le=1_000_000)
 
 
+class AnswerSettings(_Section):
+    """``Memory.answer`` (seed 004 HyMem §3.2-3.4): a light round over the top memories, and on missing
+    information a deep round (LLM retriever over more candidates, back to their raw turns) with reflection."""
+
+    mode: Literal["auto", "light", "deep"] = Field("auto", description=(
+        "auto: light first, deep only when the light answer reports missing information; light: one "
+        "generator call over the top memories; deep: straight to the deep module."))
+    light_k: int = Field(10, ge=1, le=200, description="Memories (L1) the light generator sees (k).")
+    deep_n: int = Field(30, ge=1, le=200, description="Candidate memories the deep retriever judges (N).")
+    batch_size: int = Field(10, ge=1, le=200, description=(
+        "Candidates per retriever call (d); the batches run in parallel."))
+    max_workers: int = Field(4, ge=1, le=64, description="Threads for the retriever batches.")
+    max_rounds: int = Field(2, ge=1, le=5, description=(
+        "Deep rounds at most (T); reflection may stop earlier or rewrite the question between rounds."))
+    max_turns: int = Field(20, ge=1, le=200, description=(
+        "Raw turns (L2) shown to the deep generator at most, those of the best-ranked memories first."))
+    retriever: Literal["auto", "llm", "rules"] = Field("auto", description=(
+        "Deep retriever backend: llm picks the relevant candidates; rules keeps the top rules_keep."))
+    rules_keep: int = Field(5, ge=1, le=200, description=(
+        "Candidates the rule retriever keeps (also used when the LLM retriever picks none)."))
+    reflection: Literal["auto", "llm", "rules"] = Field("auto", description=(
+        "Reflection backend between deep rounds: llm checks the answers and may ask a sub-question; "
+        "rules never rewrites (one deep round)."))
+
+
 class SleepSettings(_Section):
     updater: Literal["auto", "llm", "rules"] = "auto"
     top_k: int = Field(20, ge=1)

@@ -97,6 +97,21 @@ class ScoredRecord(BaseModel):
     score: float
 
 
+class SourceTurn(BaseModel):
+    """A raw turn a memory was made from (HyMem's level 2, L2; the memory is level 1, L1)."""
+
+    id: str
+    text: str
+    speaker: str
+    time_stamp: str
+    session_id: str | None = None
+
+    @classmethod
+    def from_turn(cls, turn: Turn) -> SourceTurn:
+        return cls(id=turn.id, text=turn.content, speaker=turn.speaker, time_stamp=turn.time_stamp,
+                   session_id=turn.session_id)
+
+
 class SearchHit(BaseModel):
     """One search result, with what a caller needs to cite its source."""
 
@@ -108,6 +123,7 @@ class SearchHit(BaseModel):
     speaker_name: str
     source_turn_ids: list[str]
     tier: Tier = "mtm"  # "ltm": shared, de-identified knowledge, not this user's own episode
+    sources: list[SourceTurn] | None = None  # the L2 raw turns, with ``search(..., expand=True)``
 
     @classmethod
     def from_record(cls, record: MemoryRecord, score: float) -> SearchHit:

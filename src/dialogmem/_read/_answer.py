@@ -1,4 +1,8 @@
-"""Answer a question from retrieved memories with the LLM (stage ``answer``).
+"""The ``Answer`` model, and version 1 of the answerer: one JSON prompt over the hits (stage ``answer``).
+
+``Memory.answer`` uses ``_hymem.HyMemAnswerer`` (plain cited short answers, light → deep). This JSON
+answerer stays as the measured alternative (``benchmarks/bench_answer_prompts.py`` variant P0) and
+for callers that want JSON with ids from a model that follows it well.
 
 The LLM sees the hits as numbered lines and reports which numbers it used; only numbers among
 the given hits are mapped back to memory ids, so an answer can cite nothing it was not shown.
@@ -10,6 +14,7 @@ the setting to change, and callers that want the memories themselves use ``searc
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -28,11 +33,19 @@ class AnswerOutput(BaseModel):
 
 
 class Answer(BaseModel):
-    """An answer and the ids of the memories it rests on (a subset of the hits given)."""
+    """An answer and the ids of the memories (L1) and raw turns (L2) it rests on — only ids of lines
+    the model was shown."""
 
     text: str
     memory_ids: list[str] = Field(default_factory=list)
-    context_tokens: int = 0  # size of the memories shown to the model (the project's token count)
+    turn_ids: list[str] = Field(default_factory=list)
+    mode: Literal["light", "deep"] = "light"  # deep when the deep module ran
+    used: Literal["light", "deep"] = "light"  # the module whose answer stands
+    rounds: int = 0  # deep rounds run (0: the light answer was complete)
+    context_tokens: int = 0  # context lines shown to the model over all calls (the project's token count)
+    prompt_tokens: int = 0  # whole prompts sent over all calls (same count)
+    garbage: int = 0  # model replies that could not be used (kept the earlier answer instead)
+    light_text: str | None = None  # the light module's own answer, when it ran (equal to text without deep)
 
 
 class Answerer:

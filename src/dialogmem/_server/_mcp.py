@@ -90,10 +90,18 @@ def build_mcp(memory: Memory, resolve: Resolve) -> MCPServer:
                     "context": result.context()}
 
     @server.tool()
-    def answer(question: str, ctx: Context, limit: int | None = None) -> dict[str, Any]:
-        """An answer from the memories, citing the memory ids it rests on (needs the server's LLM)."""
+    def answer(question: str, ctx: Context, limit: int | None = None, mode: str | None = None) -> dict[str, Any]:
+        """An answer from the memories, citing the memory and turn ids it rests on (needs the server's
+        LLM); mode: auto (default), light or deep."""
         with _reported():
-            return memory.answer(question, resolve(ctx), limit=limit).model_dump(mode="json")
+            return memory.answer(question, resolve(ctx), limit=limit, mode=mode).model_dump(mode="json")  # type: ignore[arg-type]
+
+    @server.tool()
+    def memory_sources(memory_id: str, ctx: Context) -> dict[str, Any]:
+        """The raw conversation turns one memory was made from."""
+        with _reported():
+            return {"memory_id": memory_id,
+                    "turns": [t.model_dump(mode="json") for t in memory.sources(memory_id, resolve(ctx))]}
 
     @server.tool()
     def list_memories(ctx: Context, limit: int = 50, offset: str | None = None) -> dict[str, Any]:

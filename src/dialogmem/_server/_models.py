@@ -50,6 +50,7 @@ class SearchRequest(_Body):
     filters: dict[str, Any] | None = None
     reference_time: When | None = None
     recent_context: list[str] | None = None
+    expand: bool = False  # hits carry their raw source turns (``sources``)
 
 
 class AnswerRequest(_Body):
@@ -57,6 +58,8 @@ class AnswerRequest(_Body):
     user_id: str | None = None
     limit: int | None = None
     reference_time: When | None = None
+    mode: Literal["auto", "light", "deep"] | None = None
+    max_rounds: int | None = None
 
 
 class UpdateRequest(_Body):

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query
 
 from .._conversation import read_conversation_source
 from .._memory import Memory
-from .._types import AddResult, HistoryEntry, MemoryRecord, SearchHit
+from .._types import AddResult, HistoryEntry, MemoryRecord, SearchHit, SourceTurn
 from ._auth import scope_user
 from ._deps import KeyDep, MemoryDep, SettingsDep
 from ._limits import check_batch
@@ -90,6 +90,12 @@ def delete(memory_id: str, mem: MemoryDep, key: KeyDep, user_id: UserQuery = Non
     """``Memory.delete``: remove a memory from search (its history stays)."""
     mem.delete(memory_id, scope_user(key, user_id), actor=f"key:{key.key_id}")
     return Deleted(id=memory_id)
+
+
+@router.get("/memories/{memory_id}/sources", response_model=list[SourceTurn])
+def sources(memory_id: str, mem: MemoryDep, key: KeyDep, user_id: UserQuery = None) -> list[SourceTurn]:
+    """``Memory.sources``: the raw turns (L2) one memory was made from (404 for another user's id)."""
+    return mem.sources(memory_id, scope_user(key, user_id))
 
 
 @router.get("/memories/{memory_id}/history", response_model=list[HistoryEntry])

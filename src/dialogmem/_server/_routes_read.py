@@ -22,14 +22,15 @@ UserQuery = Annotated[str | None, Query(description="the user (implied by a user
 def search(body: SearchRequest, mem: MemoryDep, key: KeyDep) -> SearchResult:
     """``Memory.search``: hits with their sources, the plan, timings."""
     return mem.search(body.query, scope_user(key, body.user_id), limit=body.limit, filters=body.filters,
-                      reference_time=body.reference_time, recent_context=body.recent_context)
+                      reference_time=body.reference_time, recent_context=body.recent_context,
+                      expand=body.expand)
 
 
 @router.post("/answer", response_model=Answer)
 def answer(body: AnswerRequest, mem: MemoryDep, key: KeyDep) -> Answer:
     """``Memory.answer``: an answer from this user's memories (needs an LLM: 503 without one)."""
-    return mem.answer(body.query, scope_user(key, body.user_id), limit=body.limit,
-                      reference_time=body.reference_time)
+    return mem.answer(body.query, scope_user(key, body.user_id), limit=body.limit, mode=body.mode,
+                      max_rounds=body.max_rounds, reference_time=body.reference_time)
 
 
 @router.get("/stats")

@@ -17,9 +17,11 @@ from typing import Literal
 
 from .._errors import ConfigError
 from .._models import Embedder, LLMClient
+from .._prompts import answer_v2 as plain_prompt
+from .._prompts.answer_v2 import ContextLine
 from .._prompts.judge import reader_messages
 from .._store import EdgeIndex, IndexPoint
-from .._types import MemoryRecord
+from .._types import MemoryRecord, ScoredRecord
 from ._loaders import BenchConversation, BenchQuestion, BenchTurn
 from ._systems import AnswerOutcome, IngestCost, RetrievedHit, SearchOutcome, count_tokens
 
@@ -43,7 +45,8 @@ def _record(conversation: BenchConversation, turn: BenchTurn, now: float) -> Mem
         session_id=turn.session_id, level="L2", memory=f"{turn.speaker}: {turn.text}",
         original_memory=turn.text, time_stamp=when.isoformat(), float_time_stamp=when.timestamp(),
         weekday=when.strftime("%a"), speaker_name=turn.speaker, source_turn_ids=[turn.id],
-        created_at=now, updated_at=now, metadata={"line": turn_line(turn)})
+        created_at=now, updated_at=now, metadata={"line": turn_line(turn), "text": turn.text,
+                                                  "when": turn.time.isoformat() if turn.time else None})
 
 
 class NaiveRAG:
@@ -52,7 +55,8 @@ class NaiveRAG:
     retrieval = True
 
     def __init__(self, mode: NaiveMode, scratch: Path, embedder: Embedder, *,
-                 reader: LLMClient | None = None, answer_k: int = 10) -> None:
+                 reader: LLMClient | None = None, answer_k: int = 10,
+                 reference_time: datetime | None = None) -> None:
         if mode not in ("dense", "bm25", "hybrid"):
             raise ConfigError(f"unknown naive RAG mode {mode!r}: use dense, bm25 or hybrid")
         self.name = f"naive-{mode}"
@@ -60,6 +64,7 @@ class NaiveRAG:
         self._embedder = embedder
         self._reader = reader
         self._answer_k = answer_k
+        self._reference_time = reference_time
         self._index = EdgeIndex(scratch / "index", dim=embedder.dim)
         self._conv: BenchConversation | None = None
 
@@ -79,19 +84,20 @@ class NaiveRAG:
                           memories=self._index.count(conversation.scope),
                           embedding_calls=-(-len(turns) // _EMBED_BATCH))
 
-    def _search(self, text: str, k: int) -> list[RetrievedHit]:
+    def _found(self, text: str, k: int) -> list[ScoredRecord]:
         assert self._conv is not None, "ingest() first"
         scope = self._conv.scope
         if self.mode == "bm25":
-            found = self._index.lexical_search(scope, text, limit=k)
-        else:
-            vector = self._embedder.embed_query(text)
-            if self.mode == "dense":
-                found = self._index.dense_search(scope, vector, limit=k)
-            else:
-                found = self._index.hybrid_search(scope, vector, text, limit=k)
+            return self._index.lexical_search(scope, text, limit=k)
+        vector = self._embedder.embed_query(text)
+        if self.mode == "dense":
+            return self._index.dense_search(scope, vector, limit=k)
+        return self._index.hybrid_search(scope, vector, text, limit=k)
+
+    def _search(self, text: str, k: int) -> list[RetrievedHit]:
         return [RetrievedHit(id=s.record.id, text=str(s.record.metadata.get("line", s.record.memory)),
-                             score=s.score, source_turn_ids=list(s.record.source_turn_ids)) for s in found]
+                             score=s.score, source_turn_ids=list(s.record.source_turn_ids))
+                for s in self._found(text, k)]
 
     def search(self, question: BenchQuestion, k: int) -> SearchOutcome:
         started = time.perf_counter()
@@ -107,14 +113,30 @@ class NaiveRAG:
         if self._reader is None:
             raise ConfigError(f"{self.name}: answering needs a reader LLM (--mode llm)")
         started = time.perf_counter()
-        hits = self._search(question.question, self._answer_k)
-        context = _context(hits)
-        text = self._reader.complete(reader_messages(context, question.question), stage="reader")
-        return AnswerOutcome(text=text.strip(), latency_ms=(time.perf_counter() - started) * 1000,
-                             context_tokens=count_tokens(context))
+        lines = plain_lines(self._found(question.question, self._answer_k))
+        messages = plain_prompt.build_short_answer_messages(
+            question.question, lines, reference_time=question.question_time or self._reference_time,
+            abstain=True, numbered=False)
+        text = self._reader.complete(messages, stage="reader", max_tokens=48)
+        return AnswerOutcome(text=plain_prompt.clean_short_answer(text),
+                             latency_ms=(time.perf_counter() - started) * 1000,
+                             context_tokens=count_tokens("\n".join(plain_prompt.render_lines(lines, numbered=False))),
+                             prompt_tokens=sum(count_tokens(m["content"]) for m in messages))
 
     def close(self) -> None:
         self._index.close()
+
+
+def plain_lines(found: Sequence[ScoredRecord]) -> list[ContextLine]:
+    """Raw turns as the plain short-answer prompt shows them, oldest first: what a user of a small
+    reader would write around naive RAG (``answer_v2``'s plain prompt, not the project's answerer)."""
+    def when(r: ScoredRecord) -> datetime | None:
+        raw = r.record.metadata.get("when")
+        return datetime.fromisoformat(raw) if isinstance(raw, str) else None
+
+    ordered = sorted(found, key=lambda r: r.record.float_time_stamp)
+    return [ContextLine(when=when(r), speaker=r.record.speaker_name,
+                        text=str(r.record.metadata.get("text", r.record.memory))) for r in ordered]
 
 
 def _context(hits: Sequence[RetrievedHit]) -> str:

@@ -37,6 +37,12 @@ _ANSWER_K = typer.Option(10, "--answer-k", help="hits the naive baselines give t
 _SLEEP = typer.Option(True, "--sleep/--no-sleep", help="run Memory.sleep() after the final flush")
 _FRESH = typer.Option(False, "--fresh", help="discard the checkpoints already in --out")
 _QUIET = typer.Option(False, "--quiet", help="no progress bar")
+_ANSWER = typer.Option(None, "--answer", help="dialogmem's answer mode with --mode llm: light, deep or auto "
+                       "(default: answer.mode of its config)")
+_JUDGE = typer.Option(True, "--judge/--no-judge", help="grade answers with the LLM judge (doubles the LLM calls)")
+_LLM_FREE_MEMORY = typer.Option(False, "--llm-free-memory", help=(
+    "dialogmem builds and searches its memory without the LLM (rules extractor, planner, selector, "
+    "updater, consolidator): the LLM is only the reader, as for the naive baselines"))
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -142,13 +148,15 @@ def locomo(
     config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
     quiet: bool = _QUIET, budgets: str = _BUDGETS, budget_k: int = _BUDGET_K,
     limit: int = typer.Option(None, "--limit", help="only the first N questions of each conversation"),
+    answer: str = _ANSWER, judge: bool = _JUDGE, llm_free_memory: bool = _LLM_FREE_MEMORY,
 ) -> None:
     """LoCoMo: turn- and session-level recall@k and at context budgets per category; with an LLM, F1,
-    BLEU-1 and judge accuracy."""
+    BLEU-1, judge accuracy, reader tokens, dialogmem's deep ratio and rounds."""
     logging.basicConfig(level=logging.WARNING)
     _run("locomo", data=data, out=out, conversations=conversations, limit=limit, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
-         fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k)
+         fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k, answer=answer, judge=judge,
+         llm_free_memory=llm_free_memory)
 
 
 @bench_app.command("longmemeval")
@@ -160,10 +168,12 @@ def longmemeval(
     mode: str = _MODE, llm: str = _LLM, llm_base_url: str = _BASE_URL, k: str = _K, systems: str = _SYSTEMS,
     config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
     quiet: bool = _QUIET, budgets: str = _BUDGETS, budget_k: int = _BUDGET_K,
+    answer: str = _ANSWER, judge: bool = _JUDGE, llm_free_memory: bool = _LLM_FREE_MEMORY,
 ) -> None:
     """LongMemEval: recall_any/all per session and turn, at k and at context budgets; with an LLM,
     per-type judge accuracy."""
     logging.basicConfig(level=logging.WARNING)
     _run("longmemeval", data=data, out=out, conversations=questions, limit=limit, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
-         fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k)
+         fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k, answer=answer, judge=judge,
+         llm_free_memory=llm_free_memory)

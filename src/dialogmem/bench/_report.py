@@ -82,6 +82,14 @@ def _qa(groups: dict[str, list[dict[str, Any]]], order: list[str]) -> dict[str, 
             "judge": _r(m.mean(q.get("judge") for q in answered)),
             "judged": sum(1 for q in answered if q.get("judge") is not None),
             "judge_failures": sum(1 for q in answered if q.get("judge_error")),
+            "answer_failures": sum(1 for q in answered if q.get("answer_error")),
+            "reader_tokens": _r(m.mean(q.get("answer_prompt_tokens") for q in answered), 1),
+            "deep_ratio": _r(m.mean(1.0 if q.get("answer_mode") == "deep" else 0.0 for q in answered)
+                             if any(q.get("answer_mode") for q in answered) else None),
+            "rounds": _r(m.mean(q.get("answer_rounds") for q in answered)
+                         if any(q.get("answer_mode") for q in answered) else None, 2),
+            "answer_s": _r(m.mean(q["answer_ms"] / 1000 for q in answered if "answer_ms" in q), 2),
+            "f1_light": _r(m.mean(q.get("f1_light") for q in answered)),
         }
     return out
 
@@ -270,6 +278,20 @@ def _qa_section(results: dict[str, Any], cols: list[str]) -> list[str]:
         rows = [[name, *[s["qa"].get(c, {}).get(key) for c in cols]]
                 for name, s in systems.items() if s["qa"]]
         lines += _table(header, rows)
+    lines += ["## QA: reader cost and depth (overall)", "",
+              "Reader tokens: the whole prompts sent to the reader per question, every call counted (the "
+              "write path's MiniLM token count); deep ratio: share of questions where dialogmem ran its "
+              "deep module; rounds: deep rounds per question; s/question: answer wall time; F1 of its light "
+              "answers: dialogmem's light-module answer of the same run scored alone (what --answer light "
+              "gives, at temperature 0).", ""]
+    rows = [[name, s["qa"][OVERALL]["n"], s["qa"][OVERALL]["f1"], s["qa"][OVERALL].get("f1_light"),
+             s["qa"][OVERALL].get("reader_tokens"),
+             s["qa"][OVERALL].get("deep_ratio"), s["qa"][OVERALL].get("rounds"), s["qa"][OVERALL].get("answer_s"),
+             s["qa"][OVERALL].get("answer_failures")]
+            for name, s in systems.items() if OVERALL in s["qa"]]
+    lines += _table(["system", "questions", "F1", "F1 of its light answers", "reader tokens/question",
+                     "deep ratio", "rounds",
+                     "s/question", "failed answers"], rows)
     failures = {name: sum(c.get("judge_failures", 0) for cat, c in s["qa"].items() if cat != OVERALL)
                 for name, s in systems.items()}
     if any(failures.values()):

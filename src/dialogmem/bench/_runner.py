@@ -2,7 +2,9 @@
 
 Per unit: build the system in an empty scratch directory, feed the conversation turn by turn,
 search every question (retrieval metrics need no LLM), answer and judge it when an LLM is
-configured, save the unit atomically. A killed run starts again at the first unsaved unit.
+configured, save the unit atomically. A killed run starts again at the first unsaved unit; its
+questions answered before the kill (saved one by one) are not asked again: the unit's system is
+built again and only the remaining questions run (the unit's cost then covers that attempt).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ._loaders import BenchConversation, BenchDataset, BenchQuestion, load_locom
 from ._report import write_report
 from ._retrieval import DEFAULT_BUDGET_K, DEFAULT_BUDGETS, has_target, search_question
 from ._state import STATE_VERSION, RunState
-from ._systems import BenchSystem, SystemFactory
+from ._systems import AnswerOutcome, BenchSystem, SystemFactory
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,10 @@ class BenchSpec(BaseModel):
     config: Config = Field(default_factory=Config)  # dialogmem's own config (its llm is the reader's)
     sleep: bool = True  # run Memory.sleep() after the final flush
     fresh: bool = False  # discard earlier checkpoints in ``out``
+    answer: Literal["auto", "light", "deep"] | None = None  # dialogmem's answer mode (None: its config's)
+    judge: bool = True  # grade answers with the LLM judge (--no-judge: F1 and BLEU-1 only)
+    llm_free_memory: bool = False  # dialogmem builds and searches its memory without the LLM (it only reads)
+    answer_retries: int = Field(1, ge=0, le=5)  # a failed answer call is tried again this often, then recorded
 
     def chosen_systems(self) -> list[str]:
         if self.systems:
@@ -79,9 +85,26 @@ class BenchSpec(BaseModel):
             "ks": sorted(self.ks), "answer_k": self.answer_k, "sleep": self.sleep,
             "budgets": sorted(self.budgets), "budget_k": self.fetch_k() if self.budgets else None,
             "state_version": STATE_VERSION,
-            "llm": llm.model_dump(exclude={"api_key"}) if self.mode != "llm-free" else None,
-            "dialogmem": self.config.model_dump(mode="json", include={"embedder", "write", "read", "sleep"}),
+            "llm": llm.model_dump(exclude={"api_key", "timeout_s", "max_retries", "backoff_s"})
+            if self.mode != "llm-free" else None,
+            "dialogmem": self.dialogmem_config().model_dump(
+                mode="json", include={"embedder", "write", "read", "sleep", "answer"}),
+            "answer": self.answer, "judge": self.judge,
         }
+
+    def dialogmem_config(self) -> Config:
+        """dialogmem's config for this run: with ``llm_free_memory`` every role but the answerer is
+        set to its LLM-free backend, so the LLM is only the reader (as the naive baselines use it)."""
+        cfg = self.config
+        if self.answer is not None:
+            cfg = cfg.model_copy(update={"answer": cfg.answer.model_copy(update={"mode": self.answer})})
+        if not self.llm_free_memory:
+            return cfg
+        rules = {"write": cfg.write.model_copy(update={"extractor": "rules", "turn_writer": "rules", "synthesis": (
+                     "rules" if cfg.write.synthesis in ("auto", "llm") else cfg.write.synthesis)}),
+                 "read": cfg.read.model_copy(update={"planner": "rules", "selector": "rules"}),
+                 "sleep": cfg.sleep.model_copy(update={"updater": "rules", "consolidator": "rules"})}
+        return cfg.model_copy(update=rules)
 
 
 @dataclass
@@ -117,14 +140,15 @@ def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, Sy
     from ._systems import DialogmemSystem
 
     embedder = make_embedder(spec.config.embedder)
-    cfg = spec.config
+    cfg = spec.dialogmem_config()
     if spec.mode == "llm-free":
         cfg = cfg.model_copy(update={"llm": LLMConfig(backend="none")})
     elif cfg.llm.backend == "none":
         raise ConfigError(f"--mode {spec.mode} needs an LLM for dialogmem: pass --llm or configure [llm]")
 
     def naive(mode: Literal["dense", "bm25", "hybrid"]) -> SystemFactory:
-        return lambda conv, scratch: NaiveRAG(mode, scratch, embedder, reader=reader, answer_k=spec.answer_k)
+        return lambda conv, scratch: NaiveRAG(mode, scratch, embedder, reader=reader, answer_k=spec.answer_k,
+                                              reference_time=conv.last_time())
 
     return {
         "dialogmem": lambda conv, scratch: DialogmemSystem(cfg, scratch, run_sleep=spec.sleep),
@@ -176,6 +200,8 @@ def _run(spec: BenchSpec, dataset: BenchDataset, systems: list[str], state: RunS
         shared = make_llm(spec.config.llm)
         reader = reader or shared
         judge = judge or shared
+    if not spec.judge:
+        judge = None
     chosen = factories if factories is not None else default_factories(spec, reader)
     missing = [s for s in systems if s not in chosen]
     if missing:
@@ -216,8 +242,13 @@ def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, n
         cost = system.ingest(conv)
         reader_before, judge_before = _llm_snapshot(reader), _llm_snapshot(judge)
         records = []
+        saved = state.load_partial(name, conv.id)  # questions answered before an interruption
         for i, q in enumerate(conv.questions):
-            records.append(_question(spec, dataset.name, system, q, judge))
+            rec = saved.get(q.id)
+            if rec is None:
+                rec = _question(spec, dataset.name, system, q, judge)
+                state.append_partial(name, conv.id, rec)
+            records.append(rec)
             progress(Progress(done, total, name, conv.id, "questions", i + 1, len(conv.questions)))
         # query-time LLM use: the system's own counters when it keeps them (dialogmem), else the
         # shared reader's "reader" stage; the judge's calls are never counted as the system's cost
@@ -233,6 +264,7 @@ def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, n
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     state.save_unit(header, records)
+    state.drop_partial(name, conv.id)
     state.remove_scratch(scratch)
 
 
@@ -243,11 +275,30 @@ def _question(spec: BenchSpec, dataset: str, system: BenchSystem, q: BenchQuesti
     if system.retrieval and has_target(q):
         rec.update(search_question(system, dataset, q, spec.ks, spec.budgets, spec.fetch_k()))
     if spec.mode == "llm":
-        ans = system.answer(q)
+        ans, error = _answer(system, q, spec.answer_retries)
         rec.update(prediction=ans.text, answer_ms=round(ans.latency_ms, 3),
-                   answer_context_tokens=ans.context_tokens, truncated=ans.truncated)
+                   answer_context_tokens=ans.context_tokens, truncated=ans.truncated,
+                   answer_prompt_tokens=ans.prompt_tokens, answer_mode=ans.mode, answer_rounds=ans.rounds)
+        if error:
+            rec["answer_error"] = error
         rec.update(qa_scores(dataset, q, ans.text, judge))
+        if ans.light_text is not None and dataset == "locomo":  # light-only F1 of the same run, no extra call
+            rec.update(light_prediction=ans.light_text,
+                       f1_light=m.locomo_f1(ans.light_text, q.answer, q.category_id))
     return rec
+
+
+def _answer(system: BenchSystem, q: BenchQuestion, retries: int) -> tuple[AnswerOutcome, str | None]:
+    """The system's answer; an ``LLMError`` is tried again ``retries`` times, then recorded as a
+    failed question (an empty answer, scored as such) instead of ending the run."""
+    started = time.perf_counter()
+    for attempt in range(retries + 1):
+        try:
+            return system.answer(q), None
+        except LLMError as exc:
+            logger.warning("question %s: answer failed (attempt %d): %s", q.id, attempt + 1, exc)
+            error = f"{type(exc).__name__}: {exc}"
+    return AnswerOutcome(text="", latency_ms=(time.perf_counter() - started) * 1000), error
 
 
 def qa_scores(dataset: str, q: BenchQuestion, prediction: str, judge: LLMClient | None) -> dict[str, Any]:
@@ -304,6 +355,7 @@ def collect_results(spec: BenchSpec, dataset: BenchDataset, systems: list[str], 
             "dataset": spec.dataset, "data": str(spec.data), "data_sha256": dataset.sha256,
             "mode": spec.mode, "ks": sorted(spec.ks), "answer_k": spec.answer_k, "sleep": spec.sleep,
             "budgets": sorted(spec.budgets), "budget_k": spec.fetch_k() if spec.budgets else None,
+            "answer": spec.answer, "judge": spec.judge, "llm_free_memory": spec.llm_free_memory,
             "conversations": [c.id for c in dataset.conversations],
             "questions": sum(len(c.questions) for c in dataset.conversations),
             "systems": systems,

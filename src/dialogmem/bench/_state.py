@@ -136,6 +136,38 @@ class RunState:
         lines += [json.dumps({"kind": "question", **q}, sort_keys=True, default=str) for q in questions]
         atomic_write(self.unit_path(header["system"], header["conversation"]), "\n".join(lines) + "\n")
 
+    # -- questions of an unfinished unit ---------------------------------------------------------
+
+    def partial_path(self, system: str, conversation: str) -> Path:
+        return self.units_dir / f"{_slug(system)}__{_slug(conversation)}.partial"
+
+    def load_partial(self, system: str, conversation: str) -> dict[str, dict[str, Any]]:
+        """Question records already saved for an unfinished unit, by question id (a line cut short by
+        a kill is ignored)."""
+        path = self.partial_path(system, conversation)
+        if not path.is_file():
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and "qid" in rec:
+                out[str(rec["qid"])] = rec
+        return out
+
+    def append_partial(self, system: str, conversation: str, record: dict[str, Any]) -> None:
+        """Save one answered question of an unfinished unit at once (fsynced)."""
+        self.units_dir.mkdir(parents=True, exist_ok=True)
+        with self.partial_path(system, conversation).open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def drop_partial(self, system: str, conversation: str) -> None:
+        self.partial_path(system, conversation).unlink(missing_ok=True)
+
     # -- scratch --------------------------------------------------------------------------------
 
     def fresh_scratch(self, system: str, conversation: str) -> Path:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from .._config import Config
 from .._errors import NotFoundError
+from .._models._llm_base import LLMClient
 from .._types import SearchHit, SearchResult
 from ._loaders import BenchConversation, BenchQuestion, BenchTurn
 
@@ -42,6 +43,10 @@ class AnswerOutcome(BaseModel):
     latency_ms: float
     context_tokens: int = 0
     truncated: bool = False  # full-context: the conversation did not fit the reader's window
+    prompt_tokens: int = 0  # whole prompts sent to the reader for this answer (all calls)
+    mode: str | None = None  # dialogmem: "light" or "deep" (the module that ran last)
+    rounds: int = 0  # dialogmem: deep rounds
+    light_text: str | None = None  # dialogmem: the light module's answer (what --answer light would give)
 
 
 class IngestCost(BaseModel):
@@ -122,11 +127,12 @@ class DialogmemSystem:
     name = "dialogmem"
     retrieval = True
 
-    def __init__(self, config: Config, scratch: Path, *, run_sleep: bool = True) -> None:
+    def __init__(self, config: Config, scratch: Path, *, run_sleep: bool = True,
+                 llm_client: LLMClient | None = None) -> None:
         from .._memory import Memory
 
         cfg = config.model_copy(update={"data_dir": scratch / "store"})
-        self._mem = Memory(cfg)
+        self._mem = Memory(cfg, llm_client=llm_client)
         self._sleep = run_sleep
         self._conv: BenchConversation | None = None
         self._after_ingest: dict[str, Any] = {}
@@ -180,7 +186,9 @@ class DialogmemSystem:
         reply = self._mem.answer(question.question, self._conv.scope,
                                  reference_time=question_time(self._conv, question))
         latency = (time.perf_counter() - started) * 1000
-        return AnswerOutcome(text=str(reply.text), latency_ms=latency, context_tokens=reply.context_tokens)
+        return AnswerOutcome(text=str(reply.text), latency_ms=latency, context_tokens=reply.context_tokens,
+                             prompt_tokens=reply.prompt_tokens, mode=reply.mode, rounds=reply.rounds,
+                             light_text=reply.light_text)
 
     def query_usage(self) -> dict[str, int]:
         """LLM calls and tokens spent since ingest ended (planning, selection, answering)."""

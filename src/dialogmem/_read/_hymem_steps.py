@@ -1,0 +1,95 @@
+"""Pure steps of HyMem answering (seed 004 §3.1-3.4): what the models are shown and what their
+replies map back to. No I/O and no model calls here; ``_hymem.HyMemAnswerer`` runs the loop.
+
+* L1 units are memories (search hits), L2 units are the raw turns they cite (``source_turn_ids``).
+* Every id that leaves this module is looked up from the numbered lines a model was shown, so a
+  reply can never make the answer cite a memory or a turn it did not see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from .._prompts.answer_v2 import CitedAnswer, ContextLine, is_abstention
+from .._types import SearchHit, Turn
+
+
+def _when(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def hit_lines(hits: Sequence[SearchHit]) -> list[ContextLine]:
+    """One context line per memory, in the order given."""
+    return [ContextLine(when=_when(h.time_stamp), speaker=h.speaker_name, text=h.memory) for h in hits]
+
+
+def turn_lines(turns: Sequence[Turn]) -> list[ContextLine]:
+    return [ContextLine(when=_when(t.time_stamp), speaker=t.speaker, text=t.content) for t in turns]
+
+
+def by_time(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """Oldest first (a stable sort: equal times keep the ranking's order)."""
+    return sorted(hits, key=lambda h: h.time_stamp)
+
+
+def cited(items: Sequence[str], answer: CitedAnswer) -> list[str]:
+    """The ids behind the 1-based line numbers an answer cites (numbers were bounded by the parser)."""
+    return [items[n - 1] for n in answer.lines if 1 <= n <= len(items)]
+
+
+def sufficient(answer: CitedAnswer) -> bool:
+    """Light module status: complete unless the generator abstained or said nothing."""
+    return not is_abstention(answer.text)
+
+
+def batches(items: Sequence[SearchHit], size: int) -> list[list[SearchHit]]:
+    return [list(items[i:i + size]) for i in range(0, len(items), max(1, size))]
+
+
+def picked(batch: Sequence[SearchHit], numbers: Sequence[int]) -> list[SearchHit]:
+    """The hits of one retriever batch that the reply numbered (numbers outside the batch ignored)."""
+    return [batch[n - 1] for n in numbers if 1 <= n <= len(batch)]
+
+
+def backtrack(memories: Sequence[SearchHit], limit: int) -> list[str]:
+    """L1 → L2: the turn ids of the picked memories, best-ranked memory first, without repeats,
+    at most ``limit`` (the caller shows them oldest first)."""
+    out: list[str] = []
+    for hit in memories:
+        for tid in hit.source_turn_ids:
+            if tid not in out and len(out) < limit:
+                out.append(tid)
+    return out
+
+
+def chronological(turns: Sequence[Turn]) -> list[Turn]:
+    return sorted(turns, key=lambda t: (t.float_time_stamp, t.seq))
+
+
+def memories_of(turn_ids: Sequence[str], memories: Sequence[SearchHit]) -> list[str]:
+    """Memories (of those shown to the retriever) whose sources include one of ``turn_ids``."""
+    wanted = set(turn_ids)
+    return [m.id for m in memories if wanted.intersection(m.source_turn_ids)]
+
+
+def note(question: str, answer: str) -> str:
+    """One entry of the memory pool: an intermediate answer with the question it answers."""
+    return f"{question} → {answer}"
+
+
+def choose(kinds: Sequence[str], answers: Sequence[CitedAnswer]) -> int:
+    """Which round's answer stands (``kinds[i]`` is "light" or "deep"): the last deep answer that is
+    not an abstention, else a light one that is not, else the last deep reply with text ("not
+    mentioned" is an answer too), else the light one; -1 when there is no round at all."""
+    order = [i for i, k in enumerate(kinds) if k == "deep"][::-1] + [i for i, k in enumerate(kinds) if k == "light"]
+    for i in order:
+        if sufficient(answers[i]):
+            return i
+    for i in order:
+        if answers[i].text:
+            return i
+    return order[-1] if order else -1

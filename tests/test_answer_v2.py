@@ -1,0 +1,127 @@
+"""Answer prompt v2: line rendering, natural dates, and the tolerant reply parsers (pure functions)."""
+
+from __future__ import annotations
+
+import time
+from datetime import date, datetime
+
+import pytest
+
+from dialogmem._prompts import answer_v2 as v2
+from dialogmem._prompts.answer_v2 import CitedAnswer, ContextLine
+
+LINES = [
+    ContextLine(when=datetime(2023, 1, 20, 16, 4), speaker="Jon",
+                text="Lost my job as a banker yesterday (2023-01-19)."),
+    ContextLine(when=datetime(2023, 5, 7, 9, 0), speaker="Gina", text="Jon: How is the studio?\nGina: Busy!"),
+    ContextLine(when=None, speaker="", text="a note without a date"),
+]
+
+
+@pytest.mark.parametrize(("raw", "n", "want"), [
+    ("7 May 2023 [2, 5]", 5, CitedAnswer(text="7 May 2023", lines=[2, 5])),
+    ("Answer: \"Lisbon\" [3]\n", 5, CitedAnswer(text="Lisbon", lines=[3])),
+    ("[2] 7 May 2023", 5, CitedAnswer(text="7 May 2023", lines=[2])),
+    ("7 May 2023\n[2]", 5, CitedAnswer(text="7 May 2023", lines=[2])),
+    ("Lisbon (lines 2 and 4)", 5, CitedAnswer(text="Lisbon", lines=[2, 4])),
+    ("painting, pottery [1-3; 9]", 10, CitedAnswer(text="painting, pottery", lines=[1, 2, 3, 9])),
+    # prose around the answer and no numbers at all: still an answer, citing nothing
+    ("The answer is Lisbon.", 5, CitedAnswer(text="The answer is Lisbon.", lines=[])),
+    ("**Answer:** Lisbon []", 5, CitedAnswer(text="Lisbon", lines=[])),
+    ("", 5, CitedAnswer(text="", lines=[])),
+    # numbers outside 1..n are dropped, repeats kept once, order kept
+    ("Jon [0, 11, 2, 2, 1]", 10, CitedAnswer(text="Jon", lines=[2, 1])),
+    ("Jon [4, 5]", 3, CitedAnswer(text="Jon", lines=[])),
+    # brackets holding words belong to the answer
+    ("Lisbon [Portugal] [1]", 3, CitedAnswer(text="Lisbon [Portugal]", lines=[1])),
+])
+def test_parse_cited_answer(raw: str, n: int, want: CitedAnswer) -> None:
+    assert v2.parse_cited_answer(raw, n) == want
+
+
+def test_parse_cited_answer_never_cites_an_unseen_line() -> None:
+    for n in range(4):
+        got = v2.parse_cited_answer("x [0, 1, 2, 3, 4, 5, 99] (lines 7 and 1)", n)
+        assert all(1 <= i <= n for i in got.lines)
+        assert got.lines == list(range(1, n + 1))
+
+
+def test_parse_cited_answer_huge_range_is_not_expanded() -> None:
+    assert v2.parse_cited_answer("x [1-100000]", 3).lines == [1]
+
+
+def test_parse_line_numbers_prefers_bracketed_groups_then_any_number() -> None:
+    assert v2.parse_line_numbers("Lines 2 and 7 support it, see [3]", 10) == [3]
+    assert v2.parse_line_numbers("2, 7, 44", 10) == [2, 7]
+    assert v2.parse_line_numbers("[]", 10) == []
+    assert v2.parse_line_numbers("none of them", 10) == []
+
+
+def test_parsers_stay_fast_on_adversarial_replies() -> None:
+    nasty = "lines " + "1 " * 20000 + "x" + "[" * 5000 + "1," * 20000
+    started = time.perf_counter()
+    v2.parse_cited_answer(nasty, 5)
+    v2.parse_line_numbers(nasty, 5)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_clean_short_answer_takes_the_first_line_without_label_or_quotes() -> None:
+    assert v2.clean_short_answer("Answer: \"7 May 2023\"\nBecause Jon said so.") == "7 May 2023"
+    assert v2.clean_short_answer("\n\n  Lisbon  ") == "Lisbon"
+    assert v2.clean_short_answer("") == ""
+
+
+def test_dates_are_written_the_way_people_write_them() -> None:
+    assert v2.human_date(date(2023, 5, 7)) == "7 May 2023"
+    assert v2.natural_dates("yesterday (2023-01-19), the week of 2023-05-01") == \
+        "yesterday (19 January 2023), the week of 1 May 2023"
+    assert v2.natural_dates("at 2023-01-20T16:04:00.000") == "at 20 January 2023"
+    assert v2.natural_dates("code 2023-13-45 stays") == "code 2023-13-45 stays"
+
+
+def test_render_line_dates_numbers_and_speakers() -> None:
+    assert v2.render_line(1, LINES[0]) == \
+        "[1] 20 January 2023, Jon: Lost my job as a banker yesterday (19 January 2023)."
+    # a stored turn pair keeps its own speakers and becomes one line
+    assert v2.render_line(2, LINES[1]) == "[2] 7 May 2023, Jon: How is the studio? / Gina: Busy!"
+    assert v2.render_line(None, LINES[2]) == "a note without a date"
+
+
+def test_short_answer_messages() -> None:
+    msgs = v2.build_short_answer_messages("When did Jon lose his job?", LINES[:2],
+                                          reference_time=datetime(2023, 8, 1))
+    system, user = msgs[0]["content"], msgs[1]["content"]
+    assert "at most 6 words" in system and "7 May 2023" in system
+    assert v2.NOT_MENTIONED not in system
+    assert user.startswith("Today is 1 August 2023.\nLines:\n[1] 20 January 2023, Jon:")
+    assert user.endswith("Question: When did Jon lose his job?\nAnswer:")
+    plain = v2.build_short_answer_messages("q", LINES[:1], abstain=True, numbered=False)
+    assert v2.NOT_MENTIONED in plain[0]["content"]
+    assert "Lines:\n20 January 2023, Jon:" in plain[1]["content"]
+    assert "(no lines)" in v2.build_short_answer_messages("q", [])[1]["content"]
+
+
+def test_cited_and_citation_messages() -> None:
+    cited = v2.build_cited_answer_messages("q?", LINES[:2])
+    assert "Example reply: 7 May 2023 [2, 5]" in cited[0]["content"] and "[2] 7 May 2023" in cited[1]["content"]
+    check = v2.build_citation_messages("q?", "7 May 2023", LINES[:2])
+    assert "Answer: 7 May 2023" in check[1]["content"] and "[1] 20 January 2023" in check[1]["content"]
+
+
+@pytest.mark.parametrize(("text", "abstains"), [
+    ("not mentioned", True), ("Not mentioned in the lines.", True), ("", True), ("  ", True),
+    ("unknown", True), ("Porto", False), ("7 May 2023", False), ("none of them mention it", False),
+])
+def test_is_abstention(text: str, abstains: bool) -> None:
+    assert v2.is_abstention(text) is abstains
+
+
+def test_cited_prompt_with_abstention_rule_and_earlier_answers() -> None:
+    msgs = v2.build_cited_answer_messages("Where?", LINES[:1], abstain=True,
+                                          notes=["When did Jon lose his job? → 2023-01-19"])
+    assert v2.NOT_MENTIONED in msgs[0]["content"] and "square" in msgs[0]["content"]
+    user = msgs[1]["content"]
+    assert user.startswith("Found so far:\n- When did Jon lose his job? → 19 January 2023")
+    assert "[1] 20 January 2023, Jon:" in user
+    plain = v2.build_cited_answer_messages("Where?", LINES[:1])
+    assert v2.NOT_MENTIONED not in plain[0]["content"] and "Found so far" not in plain[1]["content"]
