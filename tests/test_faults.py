@@ -103,7 +103,9 @@ def run_cell(tmp: Path, extractor: str, point: str, nth: int, seed: int) -> dict
         mem.flush("u")
         journaled = {t.id for t in mem._parts.journal.turns("u")}
         records = mem.get_all("u", limit=10_000)
-        own = [r.source_turn_ids[-1] for r in records]
+        # a turn's own memory cites it last; a memory merged by sleep (version > 1) cites the union of
+        # its members' turns in merge order, so only never-merged memories name an own turn
+        own = [r.source_turn_ids[-1] for r in records if r.version == 1]
         cited = {t for r in records for t in r.source_turn_ids}
         return {
             "died": proc.returncode == 137, "stage": stage, "acked": len(acked),

@@ -306,7 +306,7 @@ def test_the_protocol_lists_every_journal_call_made_outside_the_journal() -> Non
     members = {n for n in dir(Journal) if not n.startswith("_")} | set(Journal.__annotations__)
     assert called - members == set(), "calls missing from the Journal protocol"
     # beyond the calls found by name: the journal's own surface its tests and the facade's counters use
-    assert members - called == {"add_access", "add_usage", "turns", "schema_version", "read_only", "path", "shared",
+    assert members - called == {"add_access", "add_usage", "schema_version", "read_only", "path", "shared",
                                 "commit_graph"}  # graph changes go through the writer; its contract tests call it
 
 
