@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,16 +78,22 @@ def cached_onnx(model_dir: Path, cache_dir: Path) -> Path:
     log.info("writing the ONNX sentence encoder to %s (once)", target)
     model = build_fused_model(read_safetensors(weights), config)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    # Atomic: another process loading at the same time sees either no file or a whole one.
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".onnx.tmp")
+    write_atomically(target, lambda tmp: onnx.save_model(model, tmp))
+    return target
+
+
+def write_atomically(target: Path, write: Callable[[str], object]) -> None:
+    """``write(tmp)`` into a temporary file beside ``target``, then rename it to ``target``: another
+    process loading at the same time sees either no file or a whole one. The temporary file never
+    outlives the call; what ``write`` raises propagates."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
     os.close(fd)
     try:
-        onnx.save_model(model, tmp)
+        write(tmp)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return target
 
 
 class GraphParts:

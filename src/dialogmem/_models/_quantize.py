@@ -14,12 +14,11 @@ embedded its memories (:func:`embedder_identity`) and refuses the other (see ``_
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from .._errors import ConfigError
+from ._bert_onnx import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +44,13 @@ def quantized_onnx(fp32: Path) -> Path:
         raise ConfigError("embedder.quantize=int8 needs onnx and onnxruntime (with its quantization "
                           "tools) once: pip install onnx onnxruntime") from exc
     log.info("writing the int8 ONNX sentence encoder to %s (once)", target)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
-    os.close(fd)
     try:
         # The fused kernels come from the com.microsoft domain, which ONNX shape inference does not
         # type: their outputs are float, as the quantiser is told.
-        quantize_dynamic(str(fp32), tmp, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-                         extra_options={"DefaultTensorType": TensorProto.FLOAT})
-        os.replace(tmp, target)  # atomic: a concurrent loader sees no file or a whole one
+        write_atomically(target, lambda tmp: quantize_dynamic(
+            str(fp32), tmp, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+            extra_options={"DefaultTensorType": TensorProto.FLOAT}))
     except Exception as exc:  # the quantiser raises plain RuntimeErrors and onnx's own types
         raise ConfigError(f"could not quantise the embedder graph {fp32}: {exc} "
                           "(use embedder.quantize=none)") from exc
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return target
