@@ -102,9 +102,10 @@ def base_utility(record: MemoryRecord, now: float, *, weights: UtilityWeights,
     return score + w.salience * record.salience
 
 
-def redundancy_penalty(cosine: float, weights: UtilityWeights) -> float:
+def redundancy_penalty(cosine: float | np.ndarray, weights: UtilityWeights) -> float | np.ndarray:
+    """The redundancy term for one cosine (a float) or for many at once (an array of them)."""
     floor = weights.redundancy_floor
-    return weights.redundancy * max(0.0, (cosine - floor) / (1.0 - floor))
+    return weights.redundancy * np.maximum(0.0, (cosine - floor) / (1.0 - floor))
 
 
 class CompressGroup(BaseModel):
@@ -276,8 +277,7 @@ def _greedy_evict(records: Sequence[MemoryRecord], vecs: np.ndarray, lists: Neig
     cos = np.where(has, lists.cos[at], 0.0) if len(lists.ids) else np.zeros(len(records))
     for i in np.flatnonzero(alive & has & ~alive[np.maximum(best, 0)]).tolist():  # first neighbour absorbed
         best[i], cos[i] = red.best(i)
-    floor = w.redundancy_floor
-    util = (np.asarray(base) - w.redundancy * np.maximum(0.0, (cos - floor) / (1.0 - floor))).tolist()
+    util = (np.asarray(base) - redundancy_penalty(cos, w)).tolist()
     heap = [(util[i], *_order_key(records[i]), i) for i in range(len(records)) if alive[i]]
     heapq.heapify(heap)
     evicted: list[str] = []
