@@ -85,6 +85,17 @@ def content_tokens(text: str) -> list[str]:
     return [w for w in tokens(text) if w.isdigit() or (len(w) > 1 and w not in STOPWORDS)]
 
 
+#: what ``clip_words`` puts where it cut a text (the reader's context leaves a clipped line out when
+#: the whole line is shown beside it: ``_read._render``)
+CLIP_MARK = " ..."
+
+
+def clip_words(text: str, words: int) -> str:
+    """``text`` cut after ``words`` words, marked with ``CLIP_MARK``; unchanged when not longer."""
+    parts = text.split()
+    return text if len(parts) <= words else " ".join(parts[:words]) + CLIP_MARK
+
+
 def is_filler(text: str) -> bool:
     """True when ``text`` says nothing but chat filler ("ok thanks!", "Haha, so cool")."""
     return all(w in FILLER for w in content_tokens(text))

@@ -23,10 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from .._text import CLIP_MARK
 from .._types import SearchHit
-
-#: the marker ``RuleExtractor`` puts at the end of a context turn it shortened
-CLIP_MARK = " ..."
 
 
 def _norm(line: str) -> str:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, field_validator
 from .._backends import with_fallback
 from .._models._llm_base import LLMClient
 from .._prompts.extract import render_extraction_messages
-from .._text import content_tokens, entities, is_filler, memory_keywords
+from .._text import clip_words, content_tokens, entities, is_filler, memory_keywords
 from .._types import Turn
 from ._timenorm import absolutize
 from ._tokens import count_tokens
@@ -163,7 +163,7 @@ class RuleExtractor:
             if prev.session_id != turn.session_id:
                 break
             context.insert(0, prev)
-        lines = [f"{c.speaker}: {_clip(_normalised(c), CONTEXT_WORDS)}" for c in context]
+        lines = [f"{c.speaker}: {clip_words(_normalised(c), CONTEXT_WORDS)}" for c in context]
         lines.append(f"{turn.speaker}: {_normalised(turn)}")
         salience = FILLER_SALIENCE if is_filler(turn.text) else DEFAULT_SALIENCE
         fact = fact_from_turns("\n".join(lines), [*context, turn], method="rule", salience=salience)
@@ -211,11 +211,6 @@ def facts_in_turn_order(out: ExtractionOutput, turns: Sequence[BufferedTurn], ci
 
 def _normalised(turn: BufferedTurn) -> str:
     return absolutize(turn.content(), turn.reference_time())
-
-
-def _clip(text: str, words: int) -> str:
-    parts = text.split()
-    return text if len(parts) <= words else " ".join(parts[:words]) + " ..."
 
 
 class _FactItem(BaseModel):

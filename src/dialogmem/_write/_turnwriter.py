@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from .._errors import LLMError
 from .._models._llm_base import LLMClient
 from .._prompts.turnwrite import render_turnwrite_messages
-from .._text import is_filler
+from .._text import clip_words, is_filler
 from ._extract import CONTEXT_WORDS, BufferedTurn
 from ._timenorm import absolutize
 
@@ -51,11 +51,6 @@ class TurnWriter(Protocol):
 
 def _normalised(turn: BufferedTurn) -> str:
     return " ".join(absolutize(turn.content(), turn.reference_time()).split())
-
-
-def _clip(text: str, words: int) -> str:
-    parts = text.split()
-    return text if len(parts) <= words else " ".join(parts[:words]) + " ..."
 
 
 def _same_session(turns: Sequence[BufferedTurn], context: Sequence[BufferedTurn], limit: int) -> list[BufferedTurn]:
@@ -83,7 +78,7 @@ class RuleTurnWriter:
         if not turns or all(is_filler(t.content()) for t in turns):
             return WrittenMemory(text="", method="rule")
         ctx = _same_session(turns, context, self.context_turns)
-        lines = [f"{c.speaker}: {_clip(_normalised(c), CONTEXT_WORDS)}" for c in ctx]
+        lines = [f"{c.speaker}: {clip_words(_normalised(c), CONTEXT_WORDS)}" for c in ctx]
         lines += [f"{t.speaker}: {_normalised(t)}" for t in turns]
         ids = list(dict.fromkeys(t.turn_id for t in [*ctx, *turns]))
         return WrittenMemory(text="\n".join(lines), source_turn_ids=ids, method="rule")
