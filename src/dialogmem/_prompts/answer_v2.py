@@ -218,20 +218,20 @@ def parse_cited_answer(raw: str, n_lines: int) -> CitedAnswer:
 
     text = _BRACKETS.sub(take_group, raw)
     text = _LINES_PHRASE.sub(take_phrase, text)
-    answer = ""
-    for part in text.splitlines():
-        part = _ANSWER_LABEL.sub("", part).strip().strip(_QUOTES).strip()
-        part = part.rstrip(" ,;:-–(").strip()
-        if part:
-            answer = part
-            break
-    return CitedAnswer(text=answer, lines=_keep(cited, n_lines))
+    return CitedAnswer(text=_first_line(text, trailing=" ,;:-–("), lines=_keep(cited, n_lines))
 
 
 def clean_short_answer(raw: str) -> str:
     """The first non-empty line of a plain reply, without an ``Answer:`` label or wrapping quotes."""
-    for part in raw.splitlines():
+    return _first_line(raw)
+
+
+def _first_line(text: str, *, trailing: str = "") -> str:
+    """The first line of ``text`` that is not empty once an ``Answer:`` label, wrapping quotes and
+    the ``trailing`` characters at its end are taken off; "" when there is none."""
+    for part in text.splitlines():
         part = _ANSWER_LABEL.sub("", part).strip().strip(_QUOTES).strip()
+        part = part.rstrip(trailing).strip() if trailing else part
         if part:
             return part
     return ""

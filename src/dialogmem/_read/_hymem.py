@@ -164,7 +164,7 @@ class HyMemAnswerer:
                 raw = self.llm.complete(messages, stage="answer.retrieve", max_tokens=_PICK_TOKENS)
                 if "[" not in raw and not any(ch.isdigit() for ch in raw):
                     raise LLMOutputError(f"retriever reply without line numbers: {raw[:80]!r}")
-                return steps.picked(batch, gen_prompt.parse_line_numbers(raw, len(batch)))
+                return steps.at_lines(batch, gen_prompt.parse_line_numbers(raw, len(batch)))
 
             return with_fallback(self.llm, "answer.retrieve", attempt,
                                  lambda: [h for h in batch if h in rules], what="deep retriever batch")

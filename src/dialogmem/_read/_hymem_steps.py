@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from .._prompts.answer_v2 import CitedAnswer, ContextLine, is_abstention
 from .._types import SearchHit, Turn
+
+T = TypeVar("T")
 
 
 def _when(text: str) -> datetime | None:
@@ -38,7 +41,7 @@ def by_time(hits: Sequence[SearchHit]) -> list[SearchHit]:
 
 def cited(items: Sequence[str], answer: CitedAnswer) -> list[str]:
     """The ids behind the 1-based line numbers an answer cites (numbers were bounded by the parser)."""
-    return [items[n - 1] for n in answer.lines if 1 <= n <= len(items)]
+    return at_lines(items, answer.lines)
 
 
 def sufficient(answer: CitedAnswer) -> bool:
@@ -50,9 +53,10 @@ def batches(items: Sequence[SearchHit], size: int) -> list[list[SearchHit]]:
     return [list(items[i:i + size]) for i in range(0, len(items), max(1, size))]
 
 
-def picked(batch: Sequence[SearchHit], numbers: Sequence[int]) -> list[SearchHit]:
-    """The hits of one retriever batch that the reply numbered (numbers outside the batch ignored)."""
-    return [batch[n - 1] for n in numbers if 1 <= n <= len(batch)]
+def at_lines(items: Sequence[T], numbers: Sequence[int]) -> list[T]:
+    """The items shown as lines 1..len(items) that ``numbers`` name (other numbers are ignored): a
+    reply can only ever point at what it was shown."""
+    return [items[n - 1] for n in numbers if 1 <= n <= len(items)]
 
 
 def backtrack(memories: Sequence[SearchHit], limit: int) -> list[str]:
