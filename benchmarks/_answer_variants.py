@@ -1,7 +1,7 @@
 """Prompt variants measured by ``bench_answer_prompts.py``: how each one builds its calls and reads replies.
 
 A variant takes the retrieved context (rank order, best first) and asks the reader one or two calls.
-P0 is version 1 of the answer prompt (JSON with ``used_ids``), exactly as ``Answerer`` sends it; the
+P0 is version 1 of the answer prompt (JSON with ``used_ids``), as the library's first answerer sent it; the
 others use ``dialogmem._prompts.answer_v2``, with one change each against P1 so that a difference
 in score can be put down to that change.
 """
