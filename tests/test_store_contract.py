@@ -95,7 +95,7 @@ def put(idx: VectorIndex, records: list[MemoryRecord], seed: int = 0) -> np.ndar
 
 
 def test_protocol_and_exports() -> None:
-    assert set(store.__all__) == {"VectorIndex", "IndexFilter", "IndexPoint", "EdgeIndex",
+    assert set(store.__all__) == {"LTM_SCOPE", "VectorIndex", "IndexFilter", "IndexPoint", "EdgeIndex",
                                   "RemoteIndex", "open_index"}
 
 

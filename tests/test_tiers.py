@@ -384,3 +384,77 @@ def test_read_only_store_reads_the_graph(make_memory: Callable[..., Memory], tmp
         # bob has no evidence: the shared fact is his to read (alice's own MTM hit already says it for her)
         assert any(h.tier == "ltm" and "Louvre" in h.memory for h in ro.search("What is the Louvre?", "bob",
                                                                                 limit=4).hits)
+
+
+def _indexed_nodes(mem: Memory) -> dict[str, str]:
+    from dialogmem._store import LTM_SCOPE
+
+    records, _ = mem._parts.index.scroll(LTM_SCOPE, limit=1000)
+    assert all(r.tier == "ltm" for r in records)
+    return {r.id: r.memory for r in records}
+
+
+def _live_nodes(mem: Memory) -> dict[str, str]:
+    return {n.id: n.text for n in mem._parts.journal.graph_view(with_links=False).live_nodes()}
+
+
+def test_graph_nodes_are_indexed_under_tier_ltm(make_memory: Callable[..., Memory],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from dialogmem._journal._graph import GraphRows
+
+    mem = make_memory()
+    _add_facts(mem, "alice", FACTS[:3], speaker="Alice")
+    mem.sleep()
+    live = _live_nodes(mem)
+    assert live and _indexed_nodes(mem) == live  # every live node, with its text, and nothing else
+    assert mem.stats()["counts"]["memories"] == 3  # a user's counts and reads never see the nodes
+    assert all(h.tier == "mtm" for h in mem._parts.index.scroll("alice", limit=100)[0])
+
+    def no_scan(self: GraphRows, ids: Any = None) -> Any:  # the search route must not read every node
+        raise AssertionError("graph_node_vectors called on the read path")
+
+    monkeypatch.setattr(GraphRows, "graph_node_vectors", no_scan)
+    hits = [h for h in mem.search("What is the Louvre?", "bob", limit=4).hits if h.tier == "ltm"]
+    assert hits and any("Louvre" in h.memory for h in hits)
+    monkeypatch.undo()
+    # forgetting the only supporter deletes the unsupported knowledge: its points leave the index too
+    mem.forget_user("alice")
+    assert _indexed_nodes(mem) == _live_nodes(mem) == {}
+    assert not [h for h in mem.search("What is the Louvre?", "bob", limit=4).hits if h.tier == "ltm"]
+
+
+def test_graph_index_catches_up_after_a_crash_and_a_rebuild(make_memory: Callable[..., Memory],
+                                                           tmp_path: Any) -> None:
+    from dialogmem._store import LTM_SCOPE
+
+    mem = make_memory("crash")
+    _add_facts(mem, "alice", FACTS[:3], speaker="Alice")
+    mem.sleep()
+    live = _live_nodes(mem)
+    index = mem._parts.index
+    # a crash after the journal commit: the index lost some node points and holds one the journal
+    # dropped meanwhile, and the synced mark is behind the journal's generation
+    lost = sorted(live)[:2]
+    index.delete(lost, LTM_SCOPE)
+    dropped = sorted(live)[2]
+    mem._parts.journal.commit_graph(_drop(mem, dropped))
+    mem._parts.writer.checkpoint()
+    mem.close()
+    again = make_memory("crash")
+    now = _live_nodes(again)
+    assert dropped not in now and set(lost) <= set(now)
+    assert _indexed_nodes(again) == now
+    # `dialogmem repair` rebuilds the index from the journal, nodes included
+    from dialogmem._repair import rebuild_index
+
+    rebuild_index(again._parts)
+    assert _indexed_nodes(again) == now
+    assert any(h.tier == "ltm" for h in again.search("What is the Louvre?", "bob", limit=4).hits)
+
+
+def _drop(mem: Memory, node_id: str) -> Any:
+    from dialogmem._changes import GraphCommit
+    from dialogmem._sleep._graph import GraphDelta
+
+    node = mem._parts.journal.graph_view(with_links=False).nodes[node_id]
+    return GraphCommit(delta=GraphDelta(drop_nodes=[node.model_copy(update={"dropped_at": 1.0})]))

@@ -19,6 +19,7 @@ from ._errors import StoreError
 from ._evict import Evictor
 from ._ingest import Ingest
 from ._journal import IndexState, Journal, open_journal
+from ._ltmindex import fill_graph, indexed_memories, sync_graph_index
 from ._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
 from ._models import LLMClient, make_embedder, make_llm
 from ._models._embed_base import Embedder
@@ -26,7 +27,7 @@ from ._read import ReadPipeline, make_planner, make_selector
 from ._read._hymem import HyMemAnswerer
 from ._read._ltm import GraphSearcher
 from ._sleeptime import SleepRunner
-from ._store import EdgeIndex, VectorIndex, open_index
+from ._store import LTM_SCOPE, EdgeIndex, VectorIndex, open_index
 from ._store._readonly import ReadOnlyIndex
 from ._usage import PendingUsage, UsageTracker
 from ._write import WriteStages, make_write_stages
@@ -92,8 +93,7 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
         pending_usage = PendingUsage()
         usage.sink = pending_usage.add
         if read_only:
-            index = ReadOnlyIndex(config.embedder.dim,
-                                  lambda shard, user: fill_index(journal, embedder, shard, user_id=user, mark=False))
+            index = ReadOnlyIndex(config.embedder.dim, lambda shard, user: _fill_copy(journal, embedder, shard, user))
         else:
             index = _open_index(config, paths, journal)
         writer = ChangeWriter(journal, index, embedder, access, pending_usage)
@@ -107,7 +107,7 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
             evictor=Evictor(journal, writer),
             consolidator=LTMConsolidator(journal, writer, embedder, llm, config.sleep),
-            graph_search=GraphSearcher(journal, embedder),
+            graph_search=GraphSearcher(journal, index, embedder),
         )
         if not read_only:
             _reconcile(parts)
@@ -117,6 +117,13 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             index.close()
         journal.close()
         raise
+
+
+def _fill_copy(journal: Journal, embedder: Embedder, shard: VectorIndex, user_id: str) -> int:
+    """A read-only store's private copy of one scope: a user's memories, or the graph's nodes."""
+    if user_id == LTM_SCOPE:
+        return fill_graph(journal, shard)[0]
+    return fill_index(journal, embedder, shard, user_id=user_id, mark=False)
 
 
 def _open_index(config: Config, paths: StorePaths, journal: Journal) -> VectorIndex:
@@ -149,7 +156,7 @@ def _reconcile(parts: Parts) -> None:
     else:
         writer.replay_outbox()
     expected = journal.count_memories() - journal.count_index_state(IndexState.FAILED)
-    held = parts.index.count_all()
+    held = indexed_memories(parts.index)
     marker = parts.paths.read_marker() if parts.config.store.backend == "edge" else None
     generation = int(journal.meta("index_generation") or 1)
     stale = marker is not None and marker.generation < generation
@@ -171,3 +178,6 @@ def _reconcile(parts: Parts) -> None:
         return
     if parts.config.store.backend == "edge" and (marker is None or stale or held != expected):
         parts.paths.write_marker(IndexMarker(store_id=journal.meta("store_id") or "", generation=generation))
+    # the graph's nodes: behind the journal after a crash, or missing from a refilled index
+    sync_graph_index(journal, parts.index,
+                     force=parts.index.count(LTM_SCOPE) != journal.graph_counts()["ltm_nodes"])

@@ -21,6 +21,7 @@ from ._errors import InputError, first_problem
 from ._input import check_bounded_text, check_id, check_metadata
 from ._journal import TurnStatus
 from ._lifecycle import StoreLock
+from ._ltmindex import indexed_memories
 from ._maintenance import StorePaths
 from ._open import Parts
 from ._repair import RepairReport, rebuild_index, recover_journal
@@ -109,7 +110,7 @@ class Operations:
         with cls(config) as mem:  # opening fills a missing index from the journal
             if config.store.backend != "edge":
                 rebuild_index(mem._parts)
-            report.memories_indexed = mem._parts.index.count_all()
+            report.memories_indexed = indexed_memories(mem._parts.index)
         return report
 
 

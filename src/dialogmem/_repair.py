@@ -13,8 +13,9 @@ from ._changes import ChangeSet, MemoryWrite
 from ._config import Config
 from ._errors import StoreError
 from ._journal import IndexState, Journal, SQLiteJournal
+from ._ltmindex import sync_graph_index
 from ._maintenance import IndexMarker, StorePaths
-from ._store import EdgeIndex, VectorIndex
+from ._store import LTM_SCOPE, EdgeIndex, VectorIndex
 from ._store._remote import RemoteIndex
 from ._types import Event
 from ._writer import fill_index
@@ -51,10 +52,11 @@ def rebuild_index(parts: Parts) -> RepairReport:
         raise StoreError("this store's index cannot be rebuilt in place")
     parts.writer.checkpoint()
     report.memories_indexed = fill_index(parts.journal, parts.embedder, new)
+    sync_graph_index(parts.journal, new, force=True)
     parts.journal.set_meta("index_generation", str(generation))
     if isinstance(new, EdgeIndex):
         parts.paths.write_marker(IndexMarker(store_id=parts.journal.meta("store_id") or "", generation=generation))
-    parts.index = parts.writer.index = parts.read.index = parts.sleeper.index = new
+    parts.index = parts.writer.index = parts.read.index = parts.sleeper.index = parts.graph_search.index = new
     report.seconds = round(time.perf_counter() - started, 3)
     log.warning("rebuilt the vector index from the journal: %d memories", report.memories_indexed)
     return report
@@ -69,7 +71,7 @@ def import_from_index(journal: Journal, index: VectorIndex) -> int:
         page, offset = index.scroll_all(limit=500, offset=offset, with_vectors=True)
         by_user: dict[str, list[MemoryWrite]] = {}
         for record, vector in page:
-            if journal.memory_owner(record.id) is not None:
+            if record.user_id == LTM_SCOPE or journal.memory_owner(record.id) is not None:
                 continue
             by_user.setdefault(record.user_id, []).append(
                 MemoryWrite(record=record, event=Event.ADD, actor="import", sleep_pending=False, vector=vector))

@@ -26,9 +26,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from ._access import AccessLog
-from ._changes import ChangeSet
+from ._changes import ChangeSet, GraphCommit
 from ._errors import StoreError
 from ._journal import IndexState, Journal
+from ._ltmindex import sync_graph_index
 from ._models._embed_base import Embedder
 from ._store import IndexPoint, VectorIndex
 from ._types import MemoryRecord
@@ -64,7 +65,18 @@ class ChangeWriter:
                 raise
             upserts = [(w.record, vectors[w.record.id]) for w in cs.writes]
             self._to_index(upserts, [(r.record.user_id, r.record.id) for r in cs.removals])
+            if cs.graph is not None and not cs.graph.delta.is_empty():
+                self._graph_to_index(cs.graph)
         return [w.record for w in cs.writes]
+
+    def _graph_to_index(self, graph: GraphCommit) -> None:
+        d = graph.delta
+        touched = sorted({n.id for n in [*d.insert_nodes, *d.update_nodes, *d.drop_nodes]})
+        try:
+            sync_graph_index(self.journal, self.index, touched)
+        except StoreError as exc:  # the journal holds the graph; the next open syncs the index again
+            log.error("the vector index refused the LTM graph's nodes (%s); they are synced when the store "
+                      "next opens", exc)
 
     def _vectors(self, cs: ChangeSet) -> dict[str, np.ndarray]:
         vectors = {w.record.id: w.vector for w in cs.writes if w.vector is not None}

@@ -22,6 +22,7 @@ import numpy as np
 from .._changes import GraphCommit
 from .._sleep._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
 from .._types import MemoryRecord
+from ._memories import _marks
 
 Row = Any
 
@@ -100,16 +101,33 @@ class GraphRows:
             sql, params = sql + f" AND target_id IN ({','.join('?' * len(target_ids))})", [*params, *target_ids]
         return [EvidenceLink(subject_key=r[0], memory_id=r[1], target_id=r[2]) for r in self._query(sql, params)]
 
-    def graph_node_vectors(self) -> tuple[list[GraphNode], np.ndarray]:
-        """The live nodes that have an embedding, and their vectors (one row each)."""
-        rows = self._query(f"SELECT {_NODE_COLS}, vector FROM ltm_nodes WHERE dropped_at IS NULL "
-                           "AND vector IS NOT NULL ORDER BY id")
+    def graph_node_vectors(self, ids: Sequence[str] | None = None) -> tuple[list[GraphNode], np.ndarray]:
+        """The live nodes that have an embedding (all, or those of ``ids``), and their vectors (one
+        row each), ordered by id."""
+        sql, params = f"SELECT {_NODE_COLS}, vector FROM ltm_nodes WHERE dropped_at IS NULL AND vector IS NOT NULL", []
+        if ids is not None:
+            sql, params = sql + f" AND id IN ({_marks(ids)})", list(ids)
+        rows = self._query(sql + " ORDER BY id", params) if ids is None or ids else []
         if not rows:
             return [], np.zeros((0, 0), dtype=np.float32)
         return [_node(r) for r in rows], np.stack([np.frombuffer(r["vector"], dtype=np.float32) for r in rows])
 
-    def graph_live_edges(self) -> list[GraphEdge]:
-        return [_edge(r) for r in self._query(f"SELECT {_EDGE_COLS} FROM ltm_edges WHERE dropped_at IS NULL")]
+    def graph_nodes(self, ids: Sequence[str]) -> list[GraphNode]:
+        """The live nodes of ``ids`` (in no particular order)."""
+        if not ids:
+            return []
+        return [_node(r) for r in self._query(
+            f"SELECT {_NODE_COLS} FROM ltm_nodes WHERE dropped_at IS NULL AND id IN ({_marks(ids)})", list(ids))]
+
+    def graph_live_edges(self, touching: Sequence[str] | None = None) -> list[GraphEdge]:
+        """Live edges: all, or those with an endpoint in ``touching``."""
+        sql, params = f"SELECT {_EDGE_COLS} FROM ltm_edges WHERE dropped_at IS NULL", []
+        if touching is not None:
+            if not touching:
+                return []
+            marks = _marks(touching)
+            sql, params = sql + f" AND (source IN ({marks}) OR target IN ({marks}))", [*touching, *touching]
+        return [_edge(r) for r in self._query(sql, params)]
 
     def graph_counts(self) -> dict[str, int]:
         def one(sql: str) -> int:

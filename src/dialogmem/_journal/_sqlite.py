@@ -26,7 +26,7 @@ from .._usage import StageUsage
 from ._graph import GraphRows
 from ._keys import KeyRows
 from ._ltmqueue import LTMQueueRows
-from ._memories import MemoryRows
+from ._memories import MemoryRows, _marks
 from ._schema import MIGRATIONS, SCHEMA_VERSION, TurnStatus
 
 log = logging.getLogger(__name__)
@@ -324,10 +324,6 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
             for table in ("history", "sleep_pending", "speakers", "ltm_pending"):
                 db.execute(f"DELETE FROM {table} WHERE user_id=?", (user_id,))
         return {"turns": turns, "memories": memories}
-
-
-def _marks(items: Sequence[object]) -> str:
-    return ",".join("?" * len(items))
 
 
 def now() -> float:

@@ -26,7 +26,8 @@ import numpy as np
 
 from .._journal import Journal
 from .._models._embed_base import Embedder
-from .._sleep._graph import GraphEdge, GraphNode, normalise
+from .._sleep._graph import GraphEdge, GraphNode, node_id
+from .._store import LTM_SCOPE, IndexFilter, VectorIndex
 from .._text import query_keywords, tokens
 from .._types import MemoryRecord, SearchHit
 from ._plan import QueryPlan
@@ -36,6 +37,7 @@ PERSONAL_WORDS = frozenset({
     "he", "she", "him", "her", "his", "hers", "they", "them", "their", "theirs"})
 MAX_FACTS = 4
 MAX_CITED_TURNS = 20
+_LTM = IndexFilter(tier="ltm")
 _RELATION_WORDS = {"IsA": "is a", "HasProperty": "has property", "RelatedTo": "related to", "Implies": "implies"}
 
 
@@ -55,7 +57,7 @@ def ltm_slots(plan: QueryPlan, k: int, *, speakers: Sequence[str], personal_hits
     return min(personal_hits, k // 10)
 
 
-def render_node(node: GraphNode, edges: Sequence[GraphEdge], nodes: dict[str, GraphNode]) -> str:
+def render_node(node: GraphNode, edges: Sequence[GraphEdge], nodes: Mapping[str, GraphNode]) -> str:
     """The node with up to ``MAX_FACTS`` one-hop facts as triples, strongest edge first:
     ``museum — Louvre is a museum; museum related to Paris``."""
     facts = []
@@ -68,39 +70,23 @@ def render_node(node: GraphNode, edges: Sequence[GraphEdge], nodes: dict[str, Gr
     return f"{node.text} — {'; '.join(facts)}" if facts else node.text
 
 
-class _Snapshot:
-    def __init__(self, generation: int, nodes: list[GraphNode], matrix: np.ndarray, edges: list[GraphEdge]) -> None:
-        self.generation = generation
-        self.nodes = nodes
-        self.by_id = {n.id: n for n in nodes}
-        self.by_text = {normalise(n.text): n for n in nodes}
-        self.matrix = matrix
-        self.adjacent: dict[str, list[GraphEdge]] = {}
-        for e in edges:
-            if e.source in self.by_id and e.target in self.by_id:
-                self.adjacent.setdefault(e.source, []).append(e)
-                self.adjacent.setdefault(e.target, []).append(e)
-
-
 class GraphSearcher:
-    """Graph hits for one user's query; the live graph is cached and reloaded when it changes."""
+    """Graph hits for one user's query: the nodes' points in the index (scope ``LTM_SCOPE``, see
+    ``_ltmindex``) answer the similarity search; the journal, the keyword matches and what a hit shows."""
 
-    def __init__(self, journal: Journal, embedder: Embedder) -> None:
+    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder) -> None:
         self.journal = journal
+        self.index = index
         self.embedder = embedder
         self._lock = threading.Lock()
-        self._snap: _Snapshot | None = None
-
-    def _snapshot(self) -> _Snapshot:
-        generation = self.journal.graph_generation()
-        with self._lock:
-            if self._snap is None or self._snap.generation != generation:
-                nodes, matrix = self.journal.graph_node_vectors()
-                self._snap = _Snapshot(generation, nodes, matrix, self.journal.graph_live_edges())
-            return self._snap
+        self._live: tuple[int, int] | None = None  # (graph generation, live nodes)
 
     def empty(self) -> bool:
-        return not self._snapshot().nodes
+        generation = self.journal.graph_generation()
+        with self._lock:
+            if self._live is None or self._live[0] != generation:
+                self._live = (generation, self.journal.graph_counts()["ltm_nodes"])
+            return self._live[1] == 0
 
     def search(self, queries: Sequence[str], n: int, *, min_score: float, subject_key: str,
                memories: Callable[[list[str]], list[MemoryRecord]],
@@ -108,33 +94,38 @@ class GraphSearcher:
         """Up to ``n`` graph hits for the query texts (best first); ``memories(ids)`` reads this
         user's own memories (active or evicted) for the citations; ``known``: vectors of query texts
         embedded already (the read pipeline's views), so the route costs no second embedding."""
-        snap = self._snapshot()
-        if n <= 0 or not snap.nodes or not queries:
+        if n <= 0 or not queries or self.empty():
             return []
         have = dict(known or {})
         missing = [q for q in dict.fromkeys(queries) if q not in have]
         if missing:
             have.update(zip(missing, self.embedder.embed(missing), strict=True))
         vecs = np.stack([np.asarray(have[q], dtype=np.float32) for q in queries])
-        best = np.max(snap.matrix @ np.asarray(vecs, dtype=np.float32).T, axis=1)
-        scores = {snap.nodes[i].id: float(best[i]) for i in np.flatnonzero(best >= min_score)}
-        for q in queries:
-            for kw in query_keywords(q):
-                node = snap.by_text.get(normalise(kw))
-                if node is not None:
-                    scores[node.id] = max(scores.get(node.id, 0.0), 1.0)
-        top = sorted(scores, key=lambda i: (-scores[i], i))[:n]
-        cited = self._citations(top, snap, subject_key, memories)
+        scores: dict[str, float] = {}
+        for found in self.index.dense_search_batch(LTM_SCOPE, vecs, limit=n, flts=[_LTM] * len(queries)):
+            for hit in found:
+                if hit.score >= min_score:
+                    scores[hit.record.id] = max(scores.get(hit.record.id, hit.score), hit.score)
+        named = {node_id(kw) for q in queries for kw in query_keywords(q)}  # a node whose text is a keyword
+        nodes = {node.id: node for node in self.journal.graph_nodes(sorted({*scores, *named}))}
+        for nid in named & nodes.keys():
+            scores[nid] = 1.0
+        # the journal is the truth: a point whose node was dropped since is no hit
+        top = sorted((i for i in scores if i in nodes), key=lambda i: (-scores[i], i))[:n]
+        edges = self.journal.graph_live_edges(touching=top)
+        ends = {end for e in edges for end in (e.source, e.target)} - nodes.keys()
+        nodes.update({node.id: node for node in self.journal.graph_nodes(sorted(ends))})
+        cited = self._citations(top, subject_key, memories)
         hits = []
         for nid in top:
-            node = snap.by_id[nid]
             turns, stamp, weekday = cited.get(nid, ([], "", ""))
-            hits.append(SearchHit(id=nid, memory=render_node(node, snap.adjacent.get(nid, []), snap.by_id),
+            around = [e for e in edges if nid in (e.source, e.target)]
+            hits.append(SearchHit(id=nid, memory=render_node(nodes[nid], around, nodes),
                                   score=round(scores[nid], 6), time_stamp=stamp, weekday=weekday, speaker_name="",
                                   source_turn_ids=turns, tier="ltm"))
         return hits
 
-    def _citations(self, node_ids: list[str], snap: _Snapshot, subject_key: str,
+    def _citations(self, node_ids: list[str], subject_key: str,
                    memories: Callable[[list[str]], list[MemoryRecord]]) -> dict[str, tuple[list[str], str, str]]:
         """Per node: this user's supporting memories' turns (newest memory first), time stamp, weekday."""
         support: dict[str, list[str]] = {}

@@ -130,7 +130,7 @@ class _Cycle:
 def consolidate(batch_units: Sequence[KnowledgeUnit], graph_view: GraphView, *, similar: Similar,
                 now: float, thresholds: ConsolidationThresholds | None = None) -> GraphDelta:
     """The delta of one cycle (see the module docstring). ``similar(text)`` returns
-    ``[(node_id, cosine)]`` from the index's ``tier="ltm"`` points; unknown ids are ignored."""
+    ``[(node_id, cosine)]`` against the live nodes' embeddings; unknown ids are ignored."""
     cycle = _Cycle(graph_view, now, thresholds or ConsolidationThresholds())
     for unit in sorted(batch_units, key=lambda u: (u.subject_key, u.memory_id)):
         _apply_unit(cycle, unit, similar)

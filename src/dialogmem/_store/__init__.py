@@ -6,11 +6,11 @@ from pathlib import Path
 
 from .._config import StoreConfig
 from .._errors import ConfigError
-from ._base import IndexFilter, IndexPoint, VectorIndex
+from ._base import LTM_SCOPE, IndexFilter, IndexPoint, VectorIndex
 from ._edge import EdgeIndex
 from ._remote import RemoteIndex
 
-__all__ = ["EdgeIndex", "IndexFilter", "IndexPoint", "RemoteIndex", "VectorIndex", "open_index"]
+__all__ = ["LTM_SCOPE", "EdgeIndex", "IndexFilter", "IndexPoint", "RemoteIndex", "VectorIndex", "open_index"]
 
 
 def open_index(store_cfg: StoreConfig, path: Path, dim: int) -> VectorIndex:

@@ -15,6 +15,10 @@ from pydantic import BaseModel
 
 from .._types import MemoryRecord, ScoredRecord
 
+#: the scope the shared LTM graph's nodes are indexed under: a ``user_id`` no caller can give
+#: (``check_id`` refuses control characters), so no user's read or write ever reaches it
+LTM_SCOPE = "\x1fltm"
+
 #: payload fields with an index in every adapter
 INDEXED_FIELDS = ("user_id", "float_time_stamp", "speaker_name", "tier", "entities")
 
