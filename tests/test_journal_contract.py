@@ -332,6 +332,17 @@ def test_ltm_graph_rows_links_and_vectors(opener: Opener) -> None:
     nodes, vectors = j.graph_node_vectors()
     assert vectors[[n.id for n in nodes].index("n1")].tolist() == _vec(1).tolist()
     assert j.graph_view().nodes["n1"].evidence == 2
+    # the reads of the ltm search route: some nodes, the live edges around them
+    only, vecs = j.graph_node_vectors(["n2", "missing"])
+    assert [n.id for n in only] == ["n2"] and vecs.tolist() == [_vec(2).tolist()]
+    assert j.graph_node_vectors([])[0] == [] and j.graph_nodes([]) == []
+    assert sorted(n.id for n in j.graph_nodes(["n1", "n2", "missing"])) == ["n1", "n2"]
+    assert [e.id for e in j.graph_live_edges(touching=["n2"])] == ["e1"] and j.graph_live_edges(touching=[]) == []
+    dropped = b.model_copy(update={"dropped_at": 3.0})
+    j.commit_graph(GraphCommit(delta=GraphDelta(drop_nodes=[dropped], drop_edges=[edge.model_copy(
+        update={"dropped_at": 3.0})])))
+    assert [n.id for n in j.graph_nodes(["n1", "n2"])] == ["n1"] and j.graph_live_edges(touching=["n1"]) == []
+    assert [n.id for n in j.graph_node_vectors(["n1", "n2"])[0]] == ["n1"]
 
 
 
