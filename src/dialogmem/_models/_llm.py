@@ -60,6 +60,21 @@ class ChatReply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cut_off: bool = False  # the model stopped at max_tokens, not because it had finished
+    looped: bool = False  # the backend stopped the model repeating itself (``looping``)
+
+
+#: a model looping on one line of a list: the last ``LOOP_BLOCK`` characters seen ``LOOP_TIMES`` times
+LOOP_BLOCK = 160
+LOOP_TIMES = 3
+
+
+def looping(text: str) -> bool:
+    """Whether ``text`` ends in a block that it already holds ``LOOP_TIMES - 1`` times before: a
+    small model repeating one item of a JSON list until ``max_tokens`` (minutes of generation for
+    nothing usable). No two facts of one answer share 160 characters verbatim."""
+    if len(text) < LOOP_BLOCK * LOOP_TIMES:
+        return False
+    return text.count(text[-LOOP_BLOCK:]) >= LOOP_TIMES
 
 
 def estimate_tokens(text: str) -> int:
@@ -164,6 +179,9 @@ class BaseLLM:
             reply = self._send(request, stage)
             raw = reply.text
             try:
+                if reply.looped:
+                    raise JSONRepairError("the answer repeated the same items over and over and was stopped; "
+                                          "give each fact once")
                 if reply.cut_off:  # even if the text happens to parse, the answer is incomplete
                     raise JSONRepairError(f"the answer was cut off at max_tokens={request.max_tokens}")
                 return parse_output(raw, schema)

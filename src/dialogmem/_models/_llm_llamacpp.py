@@ -11,10 +11,11 @@ from typing import Any
 
 from .._errors import ConfigError, LLMError, LLMTimeoutError, LLMUnavailableError
 from .._usage import UsageTracker
-from ._llm import BaseLLM, ChatReply, ChatRequest, schema_instruction, with_system_note
+from ._llm import BaseLLM, ChatReply, ChatRequest, looping, schema_instruction, with_system_note
 
 log = logging.getLogger(__name__)
 
+_LOOP_CHECK_EVERY = 16  # tokens between two looks for a repetition loop
 INSTALL_HINT = "pip install llama-cpp-python  (or: pip install 'dialogmem[llama]')"
 
 
@@ -24,7 +25,10 @@ class LlamaCppLLM(BaseLLM):
     ``complete_json`` hands the JSON schema to llama.cpp, which turns it into a grammar, so the
     model can only emit tokens that keep the output valid. A call that runs past ``timeout_s``
     is stopped between two tokens and raises ``LLMTimeoutError`` (llama.cpp cannot be
-    interrupted mid-token, so the bound is one token late at worst).
+    interrupted mid-token, so the bound is one token late at worst). A model that repeats one
+    block of text (``looping``: small models loop on one item of a JSON list) is stopped too, and
+    its reply is flagged ``looped``: ``complete_json`` retries it with a correction instead of
+    waiting minutes for ``max_tokens`` of repetition.
     """
 
     backend = "llama_cpp"
@@ -84,6 +88,7 @@ class LlamaCppLLM(BaseLLM):
             pieces: list[str] = []
             chunks = 0
             finish = None
+            looped = False
             try:
                 # Streaming lets the call stop at the deadline between two tokens; llama.cpp's
                 # chat API takes no stopping criteria.
@@ -100,10 +105,16 @@ class LlamaCppLLM(BaseLLM):
                     if time.monotonic() > deadline:
                         stream.close()
                         raise LLMTimeoutError(f"llama.cpp did not finish within {self.timeout_s:g}s")
+                    if chunks % _LOOP_CHECK_EVERY == 0 and looping("".join(pieces)):
+                        stream.close()
+                        looped = True
+                        log.info("stage %s: the model repeats itself; stopped after %d tokens", request.stage, chunks)
+                        break
             except ValueError as exc:  # prompt longer than the context, bad schema
                 raise LLMError(f"llama.cpp rejected the request: {exc}") from exc
             prompt = "\n".join(m.get("content", "") for m in messages)
             prompt_tokens = len(llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=False))
         # The stream reports no usage: prompt tokens are counted without the chat template's few
         # markers, completion tokens are the streamed pieces (one token each).
-        return ChatReply("".join(pieces), prompt_tokens + 4 * len(messages), chunks, cut_off=finish == "length")
+        return ChatReply("".join(pieces), prompt_tokens + 4 * len(messages), chunks, cut_off=finish == "length",
+                         looped=looped)
