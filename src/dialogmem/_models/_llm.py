@@ -167,7 +167,8 @@ class BaseLLM:
         """Completion validated against ``schema``; repaired, then retried with a correction.
 
         Up to ``max_retries`` corrective rounds; each round's request has its own transport
-        retries, so a flaky server and a sloppy model are handled independently.
+        retries, so a flaky server and a sloppy model are handled independently. A reply the backend
+        stopped for looping (``ChatReply.looped``) fails at once: ``LLMOutputError``.
         """
         json_schema = schema.model_json_schema()
         conversation = list(messages)
@@ -178,10 +179,12 @@ class BaseLLM:
                                   json_schema=json_schema, schema_name=schema.__name__, stage=stage)
             reply = self._send(request, stage)
             raw = reply.text
+            if reply.looped:  # asked again (with the loop in view, or not) a model repeats it: no retry
+                self.usage.record("llm", stage, calls=0, failures=1)
+                log.warning("stage %s: the model repeated itself and was stopped; no retry", stage)
+                raise LLMOutputError(f"stage {stage}: the answer repeated the same text over and over",
+                                     raw=raw, stage=stage)
             try:
-                if reply.looped:
-                    raise JSONRepairError("the answer repeated the same items over and over and was stopped; "
-                                          "give each fact once")
                 if reply.cut_off:  # even if the text happens to parse, the answer is incomplete
                     raise JSONRepairError(f"the answer was cut off at max_tokens={request.max_tokens}")
                 return parse_output(raw, schema)
