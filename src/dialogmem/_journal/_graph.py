@@ -98,7 +98,7 @@ class GraphRows:
         if target_ids is not None:
             if not target_ids:
                 return []
-            sql, params = sql + f" AND target_id IN ({','.join('?' * len(target_ids))})", [*params, *target_ids]
+            sql, params = sql + f" AND target_id IN ({_marks(target_ids)})", [*params, *target_ids]
         return [EvidenceLink(subject_key=r[0], memory_id=r[1], target_id=r[2]) for r in self._query(sql, params)]
 
     def graph_node_vectors(self, ids: Sequence[str] | None = None) -> tuple[list[GraphNode], np.ndarray]:

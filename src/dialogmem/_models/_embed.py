@@ -236,6 +236,11 @@ def local_identity(quantize: Quantize = "none") -> str:
     return f"local/all-MiniLM-L6-v2{'/' + tag if tag else ''}"
 
 
+def openai_identity(model: str, dim: int) -> str:
+    """The identity of an OpenAI-compatible embedder's vectors: the model and its vector size."""
+    return f"openai/{model}/{dim}"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
@@ -280,7 +285,7 @@ class OpenAIEmbedder:
         self.batch_size = max(1, int(batch_size))
         self.base_url = base_url
         self.usage = usage
-        self.identity = f"openai/{model}/{self.dim}"
+        self.identity = openai_identity(model, self.dim)
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                      timeout=timeout_s, max_retries=max_retries)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .._config import EmbedderConfig, LLMConfig
 from .._errors import ConfigError
 from .._usage import UsageTracker
-from ._embed import LocalEmbedder, OpenAIEmbedder, local_identity
+from ._embed import LocalEmbedder, OpenAIEmbedder, local_identity, openai_identity
 from ._embed_base import Embedder
 from ._llm import NoLLM
 from ._llm_base import LLMClient
@@ -46,7 +46,7 @@ def embedder_identity(cfg: EmbedderConfig) -> str:
     embedders are never compared (see ``_open``)."""
     if cfg.backend == "local":
         return local_identity(cfg.quantize)
-    return f"{cfg.backend}/{cfg.model}/{cfg.dim}"
+    return openai_identity(str(cfg.model), cfg.dim)
 
 
 def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Embedder:
