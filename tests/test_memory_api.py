@@ -46,7 +46,8 @@ def test_add_search_cites_caller_ids(mem: Any, sample_data: dict[str, Any]) -> N
     hit = result.hits[0]
     assert hit.time_stamp.startswith("2023-") and hit.weekday in {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
     context = result.context().splitlines()
-    assert context[0].startswith("[2023-")  # a time header, then the memories' lines, each once
+    assert context[0].startswith("[") and context[0].endswith("]") and " 2023 " in context[0]  # a time
+    # header ("[Mon 8 May 2023 13:56]"), then the memories' lines, each once
     assert all(line in context for h in result.hits for line in h.memory.splitlines() if not line.endswith(" ..."))
     assert result.context_tokens > 0
 

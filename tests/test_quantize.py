@@ -141,3 +141,33 @@ def test_a_refused_configuration_records_nothing(make_memory: Callable[..., Memo
         Memory(data_dir=tmp_path / "c", embedder={"backend": "openai"})
     mem = make_memory("c")  # the store is still free to take the default embedder
     assert mem._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig())
+
+
+def test_query_quantize_changes_queries_only(cache_dir: Path, pair: tuple[LocalEmbedder, LocalEmbedder]) -> None:
+    fp32, int8 = pair
+    mixed = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0, query_quantize="int8").load()
+    assert mixed.identity == fp32.identity  # what it stores is fp32
+    assert mixed._query_session is not mixed._session
+    assert np.array_equal(mixed.embed(SENTENCES[:4]), fp32.embed(SENTENCES[:4]))
+    queries = mixed.embed_queries(SENTENCES[:4])
+    assert np.allclose(queries, int8.embed(SENTENCES[:4]), atol=1e-6)  # the int8 graph, one text per run
+    assert np.allclose(mixed.embed_query(SENTENCES[2]), queries[2], atol=1e-6)
+    assert not np.allclose(queries, fp32.embed(SENTENCES[:4]), atol=1e-4)
+    same = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0, quantize="int8").load()
+    assert same.query_quantize == "int8" and same._query_session is same._session  # unset: follows quantize
+    with pytest.raises(ConfigError, match="query_quantize"):
+        LocalEmbedder(query_quantize="int4")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="onnx engine"):
+        LocalEmbedder(engine="torch", query_quantize="int8")
+    with pytest.raises(ConfigError, match="local embedder only"):
+        make_embedder(EmbedderConfig(backend="openai", model="m", query_quantize="int8"))
+
+
+def test_query_quantize_opens_an_fp32_store(make_memory: Callable[..., Memory]) -> None:
+    mem = make_memory("m")
+    mem.add("I adopted a beagle called Rex", user_id="u")
+    mem.add("My sister lives in Lisbon", user_id="u")
+    mem.close()
+    again = make_memory("m", embedder={"query_quantize": "int8"})  # same stored vectors: no refusal
+    assert again._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig())
+    assert "beagle" in again.search("what dog do I have", "u").hits[0].memory

@@ -38,9 +38,9 @@ def test_render_groups_by_time_oldest_first_with_short_headers_on_the_same_day()
     hits = [hit("B: later", "2023-05-08T15:02:00"), hit("A: second day", "2023-05-09T09:00:00", "Tue"),
             hit("A: first", "2023-05-08T13:56:00"), hit("B: also first", "2023-05-08T13:56:00")]
     assert render_hits(hits).splitlines() == [
-        "[2023-05-08 13:56 (Mon)]", "A: first", "B: also first",
+        "[Mon 8 May 2023 13:56]", "A: first", "B: also first",
         "[15:02]", "B: later",
-        "[2023-05-09 09:00 (Tue)]", "A: second day",
+        "[Tue 9 May 2023 09:00]", "A: second day",
     ]
 
 
@@ -55,13 +55,13 @@ def test_render_shows_every_line_once_and_drops_only_clips_shown_in_full() -> No
     ]
     lines = render_hits(hits).splitlines()
     assert lines == [
-        "[2023-05-08 13:56 (Mon)]",
+        "[Mon 8 May 2023 13:56]",
         "Caroline: gonna check out career options",
         "Mel: what kinda jobs are you thinking of? Anything?",
         "Caroline: counseling",
-        "[2023-06-01 10:00 (Thu)]",  # said again another day: shown again, under that day
+        "[Thu 1 June 2023 10:00]",  # said again another day: shown again, under that day
         "Caroline: counseling",
-        "[2023-06-02 10:00 (Fri)]",
+        "[Fri 2 June 2023 10:00]",
         "Mel: a clipped line with no full version ...",
         "Caroline: ok",
     ]
@@ -77,7 +77,7 @@ def test_render_is_the_search_result_context_and_tolerates_odd_input() -> None:
     assert render_context(hits) == SearchResult(query="q", hits=hits).context() == "[not-a-date]\nA: x\nB: spaced"
     assert render_hits([]) == ""
     seconds = render_hits([hit("A: y", "2023-05-08T13:56:07")])
-    assert seconds.splitlines()[0] == "[2023-05-08 13:56:07 (Mon)]"
+    assert seconds.splitlines()[0] == "[Mon 8 May 2023 13:56:07]"
 
 
 def test_llm_free_memories_carry_two_turns_of_context_and_render_each_turn_once(make_memory) -> None:
@@ -95,5 +95,5 @@ def test_llm_free_memories_carry_two_turns_of_context_and_render_each_turn_once(
     assert by_turn["T1"].source_turn_ids == ["T1"]
     result = mem.search("What is the name of Ann's puppy?", "ann", limit=4)
     context = result.context().splitlines()
-    assert context[0] == "[2023-05-08 13:56 (Mon)]"
+    assert context[0] == "[Mon 8 May 2023 13:56]"
     assert sorted(context[1:]) == sorted(f"{who}: {text}" for who, text in turns)  # 4 hits, each turn shown once

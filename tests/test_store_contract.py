@@ -427,6 +427,24 @@ def test_edge_reopen_keeps_data(tmp_path: Path) -> None:
         EdgeIndex(path, dim=DIM // 2)
 
 
+def test_edge_keeps_payloads_in_memory(tmp_path: Path) -> None:
+    """Searches return payloads: a new shard's segments hold them in RAM ("Cached"), not read from
+    disk per query (Edge's "Cold" default), and the shard's saved config says so for its next load."""
+    import json
+
+    idx = EdgeIndex(tmp_path / "index", dim=DIM)
+    try:
+        put(idx, [record("u1", "first"), record("u1", "second")])
+        idx.flush()
+        segments = list((tmp_path / "index" / "segments").glob("*/segment.json"))
+        assert segments
+        kinds = {json.loads(p.read_text())["config"]["payload_storage_type"]["type"] for p in segments}
+        assert kinds == {"in_ram_mmap"}, kinds
+    finally:
+        idx.close()
+    assert json.loads((tmp_path / "index" / "edge_config.json").read_text())["payload_memory"] == "cached"
+
+
 def test_edge_reopen_in_fresh_process_and_survive_a_hard_exit(tmp_path: Path) -> None:
     """A child process reads what the parent wrote, then writes and dies without flush or close;
     the WAL must bring its write back when the parent reopens the shard."""

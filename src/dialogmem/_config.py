@@ -78,6 +78,9 @@ class EmbedderConfig(_Section):
     # embedding, vectors close to the fp32 ones but not equal. A store records which embedder
     # wrote its vectors and refuses to open with another (see README, "Embedder").
     quantize: Literal["none", "int8"] = "none"
+    # local: the graph that embeds search queries ("none", "int8"; unset: the same as quantize).
+    # Query vectors are never stored, so this leaves the store's embedder identity alone.
+    query_quantize: Literal["none", "int8"] | None = None
 
 
 class LLMConfig(_Section):

@@ -61,6 +61,9 @@ class LocalEmbedder:
     turn it off where other work keeps the cores busy).
     ``quantize="int8"`` runs the dynamically quantised graph (onnx engine only): faster, with
     vectors close to but not equal to the fp32 ones, hence its own :attr:`identity`.
+    ``query_quantize`` picks the graph of the read path (``embed_query``/``embed_queries``) on its
+    own: query vectors are never stored, so an int8 query graph against fp32 memories leaves the
+    identity (and every stored vector) as it is and only moves the scores of a search slightly.
     """
 
     dim = MINILM_DIM
@@ -76,19 +79,23 @@ class LocalEmbedder:
         query_cache: int = 256,
         spin_wait: bool = True,
         quantize: Quantize = "none",
+        query_quantize: Quantize | None = None,
     ) -> None:
         if engine not in ("auto", "onnx", "torch"):
             raise ConfigError(f"unknown embedder.engine {engine!r}: use auto, onnx or torch")
         if quantize not in ("none", "int8"):
             raise ConfigError(f"unknown embedder.quantize {quantize!r}: use none or int8")
-        if quantize != "none" and engine == "torch":
-            raise ConfigError("embedder.quantize=int8 runs on the onnx engine: use embedder.engine=onnx or auto")
+        query_quantize = quantize if query_quantize is None else query_quantize
+        if query_quantize not in ("none", "int8"):
+            raise ConfigError(f"unknown embedder.query_quantize {query_quantize!r}: use none or int8")
+        if "int8" in (quantize, query_quantize) and engine == "torch":
+            raise ConfigError("embedder.quantize / query_quantize = int8 run on the onnx engine: use "
+                              "embedder.engine=onnx or auto")
         self.quantize: Quantize = quantize
-        self.engine: Literal["onnx", "torch"] = self._choose("onnx" if quantize != "none" else engine)
-        # The int8 graph quantises activations per tensor, i.e. over the whole batch: a text's vector
-        # would depend on its batch neighbours (cosine down to 0.987). One text per run keeps it a
-        # function of the text alone (costs ~15% CPU in bulk; one-text calls are the common case).
-        self.batch_size = 1 if quantize != "none" else max(1, int(batch_size))
+        self.query_quantize: Quantize = query_quantize
+        self.engine: Literal["onnx", "torch"] = self._choose(
+            "onnx" if "int8" in (quantize, query_quantize) else engine)
+        self.batch_size = max(1, int(batch_size))
         # Two cores are the norm here; more threads than cores only adds contention.
         self.threads = threads or max(1, min(os.cpu_count() or 1, 4))
         self.usage = usage
@@ -98,7 +105,8 @@ class LocalEmbedder:
         self._lock = threading.Lock()
         self.query_cache = QueryCache(max(0, int(query_cache)))
         self.spin_wait = spin_wait
-        self._session: Any = None
+        self._session: Any = None  # the graph of ``quantize`` (every write)
+        self._query_session: Any = None  # the graph of ``query_quantize`` (may be the same object)
         self._tokenizer: Any = None
         self._st: Any = None
 
@@ -140,30 +148,36 @@ class LocalEmbedder:
         return self
 
     def _load_onnx(self) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(self._model_dir / "tokenizer.json"))
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        session = self._onnx_session(self.quantize)
+        self._query_session = (session if self.query_quantize == self.quantize
+                               else self._onnx_session(self.query_quantize))
+        self._tokenizer = tokenizer
+        self._session = session
+
+    def _onnx_session(self, quantize: Quantize) -> Any:
+        import onnxruntime as ort
 
         from ._bert_onnx import cached_onnx
         from ._quantize import quantized_onnx
 
         path = cached_onnx(self._model_dir, self.cache_dir)
-        if self.quantize == "int8":
+        if quantize == "int8":
             path = quantized_onnx(path)
-        tokenizer = Tokenizer.from_file(str(self._model_dir / "tokenizer.json"))
-        tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin_wait else "0")
         try:
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own (pybind) exception types
             raise ConfigError(f"onnxruntime cannot load the embedder graph {path}: {_first_line(exc)} "
                               "(delete the file to rebuild it, or use embedder.engine=torch)") from exc
-        self._tokenizer = tokenizer
-        self._session = session
 
     def _load_torch(self) -> None:
         from sentence_transformers import SentenceTransformer
@@ -175,13 +189,18 @@ class LocalEmbedder:
     # -- embedding ----------------------------------------------------------------------
     def embed(self, texts: Sequence[str], *, stage: str = "embed") -> np.ndarray:
         """(len(texts), 384) float32, rows L2-normalised; empty input gives (0, 384)."""
+        return self._embed(texts, stage=stage, query=False)
+
+    def _embed(self, texts: Sequence[str], *, stage: str, query: bool) -> np.ndarray:
         texts = _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.load()
         started = time.perf_counter()
         if self.engine == "onnx":
-            vectors, tokens = self._embed_onnx(texts)
+            quantize = self.query_quantize if query else self.quantize
+            vectors, tokens = self._embed_onnx(texts, self._query_session if query else self._session,
+                                               batch_size=1 if quantize == "int8" else self.batch_size)
         else:
             vectors, tokens = self._embed_torch(texts)
         if self.usage is not None:
@@ -194,31 +213,36 @@ class LocalEmbedder:
         return self.embed_queries([text], stage=stage)[0]
 
     def embed_queries(self, texts: Sequence[str], *, stage: str = "embed") -> np.ndarray:
-        """``embed(texts)`` through the query cache: only unseen texts reach the encoder (in one
-        batch), and they are remembered. Same vectors as ``embed``."""
+        """The query graph's vectors (``query_quantize``) through the query cache: only unseen texts
+        reach the encoder (in one call), and they are remembered. Same vectors as ``embed`` when
+        ``query_quantize`` equals ``quantize``."""
         texts = _check_texts(texts)
         found = self.query_cache.lookup(texts)
         missing = sorted({t for t, v in zip(texts, found, strict=True) if v is None})
-        fresh = dict(zip(missing, self.embed(missing, stage=stage), strict=True)) if missing else {}
+        fresh = (dict(zip(missing, self._embed(missing, stage=stage, query=True), strict=True))
+                 if missing else {})
         self.query_cache.store(list(fresh), np.asarray(list(fresh.values())).reshape(len(fresh), self.dim))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for i, (text, vector) in enumerate(zip(texts, found, strict=True)):
             out[i] = vector if vector is not None else fresh[text]
         return out
 
-    def _embed_onnx(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        # Sorting by length keeps padding small inside each batch.
+    def _embed_onnx(self, texts: list[str], session: Any, *, batch_size: int) -> tuple[np.ndarray, int]:
+        # Sorting by length keeps padding small inside each batch. The int8 graph quantises
+        # activations per tensor, i.e. over the whole batch: a text's vector would depend on its batch
+        # neighbours (cosine down to 0.987), so it runs one text at a time (batch_size 1), which keeps
+        # a vector a function of its text alone (~15% more CPU in bulk; one-text calls are the norm).
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         tokens = 0
-        for lo in range(0, len(order), self.batch_size):
-            idx = order[lo:lo + self.batch_size]
+        for lo in range(0, len(order), batch_size):
+            idx = order[lo:lo + batch_size]
             encodings = self._tokenizer.encode_batch([texts[i] for i in idx])
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
             tokens += int(mask.sum())
             try:
-                out[idx] = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+                out[idx] = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
             except Exception as exc:  # onnxruntime's own exception types
                 raise StoreError(f"the ONNX embedder failed on {len(idx)} texts: {_first_line(exc)}") from exc
         return out, tokens

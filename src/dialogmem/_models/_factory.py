@@ -57,10 +57,10 @@ def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Emb
                               "embedder.backend=openai with an OpenAI-compatible embeddings server")
         return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage,
                              query_cache=cfg.query_cache, spin_wait=cfg.spin_wait,
-                             quantize=cfg.quantize)
+                             quantize=cfg.quantize, query_quantize=cfg.query_quantize)
     if cfg.backend == "openai":
-        if cfg.quantize != "none":
-            raise ConfigError("embedder.quantize applies to the local embedder only")
+        if cfg.quantize != "none" or cfg.query_quantize not in (None, "none"):
+            raise ConfigError("embedder.quantize and embedder.query_quantize apply to the local embedder only")
         if not cfg.model:
             raise ConfigError("embedder.model is required for embedder.backend=openai "
                               "(and embedder.dim must be its vector size)")

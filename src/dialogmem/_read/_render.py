@@ -1,7 +1,8 @@
 """The context a reader gets for a set of hits (``SearchResult.context()``), rendered compactly.
 
-Hits are grouped under one header per distinct time (``[2023-05-08 13:56 (Mon)]``; a later time of
-the same day shows only ``[14:02]``), oldest first, and every line of every memory is shown once:
+Hits are grouped under one header per distinct time (``[Mon 8 May 2023 13:56]``, the date as people
+write it, which costs 10 tokens where ``[2023-05-08 13:56 (Mon)]`` cost 14; a later time of the same
+day shows only ``[14:02]``), oldest first, and every line of every memory is shown once:
 
 * a memory's lines are its own line breaks (an LLM-free memory is its turn, after the turns before
   it as context; a memory written by an LLM is usually one line);
@@ -25,6 +26,11 @@ from datetime import datetime
 
 from .._text import CLIP_MARK
 from .._types import SearchHit
+
+
+# English month names whatever the process locale (strftime's %B follows it)
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+           "October", "November", "December")
 
 
 def _norm(line: str) -> str:
@@ -95,14 +101,15 @@ def _day_clock(time_stamp: str) -> tuple[str, str | None]:
 
 
 def _header(time_stamp: str, weekday: str, previous_day: str | None) -> str:
-    """``[YYYY-MM-DD HH:MM (Wkd)]``, or ``[HH:MM]`` on the day of the previous header."""
+    """``[Wkd D Month YYYY HH:MM]``, or ``[HH:MM]`` on the day of the previous header."""
     day, clock = _day_clock(time_stamp)
     if clock is None:
         return f"[{time_stamp} ({weekday})]" if weekday else f"[{time_stamp}]"
     if day == previous_day:
         return f"[{clock}]"
-    wd = f" ({weekday})" if weekday else ""
-    return f"[{day} {clock}{wd}]"
+    when = datetime.fromisoformat(time_stamp)
+    wd = f"{weekday} " if weekday else ""
+    return f"[{wd}{when.day} {_MONTHS[when.month - 1]} {when.year} {clock}]"
 
 
 def render_hits(hits: Sequence[SearchHit]) -> str:

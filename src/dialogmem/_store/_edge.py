@@ -114,6 +114,11 @@ def _edge_config(dim: int, indexing_threshold_kb: int | None) -> q.EdgeConfig:
         vectors={DENSE: q.EdgeVectorParams(size=dim, distance=q.Distance.Cosine)},
         sparse_vectors={SPARSE: q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},
         optimizers=optimizers,
+        # Every search returns its hits' payloads (the memory records). Edge's default placement
+        # ("Cold") reads them from disk on each query: 1.6 ms of a 1.7 ms filtered top-10 at 10^5
+        # memories here, against 0.33 ms with the storage kept in the page cache ("Cached"; about
+        # 0.7 KB a memory). Applied to existing shards at load as well.
+        payload_memory=q.Memory.Cached,
     )
 
 
