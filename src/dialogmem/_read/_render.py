@@ -27,7 +27,6 @@ from datetime import datetime
 from .._text import CLIP_MARK
 from .._types import SearchHit
 
-
 # English month names whatever the process locale (strftime's %B follows it)
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
            "October", "November", "December")
