@@ -115,9 +115,11 @@ def _edge_config(dim: int, indexing_threshold_kb: int | None) -> q.EdgeConfig:
         sparse_vectors={SPARSE: q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},
         optimizers=optimizers,
         # Every search returns its hits' payloads (the memory records). Edge's default placement
-        # ("Cold") reads them from disk on each query: 1.6 ms of a 1.7 ms filtered top-10 at 10^5
-        # memories here, against 0.33 ms with the storage kept in the page cache ("Cached"; about
-        # 0.7 KB a memory). Applied to existing shards at load as well.
+        # ("Cold", segment type mmap) leaves them on disk, and closing a shard drops its pages from
+        # the page cache, so a reopened store reads payloads from disk per query: filtered top-10 at
+        # 10^5 points, reopened, p50 0.53-1.09 ms against 0.13-0.18 ms with "Cached" (in_ram_mmap,
+        # loaded into RAM at open; about 0.7 KB a memory). It applies to segments created from now
+        # on: an existing segment keeps its type until the optimizer rewrites it.
         payload_memory=q.Memory.Cached,
     )
 
