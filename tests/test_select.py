@@ -131,3 +131,55 @@ def test_llm_selector_falls_back_to_rules(bad: list) -> None:
     assert [p.record.id for p in picked] == [r.record.id for r in rules]
     assert {p.record.id for p in picked} <= {c.record.id for c in cands}
     assert llm.usage.get("llm", "select").fallbacks == 1
+
+
+def _reference_mmr(rel: list[float], sim: np.ndarray, ids: list[str], k: int, lam: float, duplicate: float
+                   ) -> list[int]:
+    """MMR as the module docstring states it, written the plain way (one loop per pick)."""
+    remaining = sorted(range(len(rel)), key=lambda i: (-rel[i], ids[i]))
+    picked: list[int] = []
+    duplicates: list[int] = []
+    while remaining and len(picked) < k:
+        def value(i: int) -> float:
+            return lam * rel[i] - (1 - lam) * (max(float(sim[i, j]) for j in picked) if picked else 0.0)
+        best = max(remaining, key=lambda i: (value(i), -remaining.index(i)))
+        remaining.remove(best)
+        if picked and max(float(sim[best, j]) for j in picked) >= duplicate:
+            duplicates.append(best)
+            continue
+        picked.append(best)
+    return picked + duplicates[: max(0, k - len(picked))]
+
+
+@pytest.mark.parametrize("with_vectors", [False, True])
+def test_rule_selector_matches_plain_mmr(with_vectors: bool) -> None:
+    """The vectorised selection picks what the plain loop picks, in the same order, on random pools
+    (ties, near-duplicates, negative cosines, k above and below the pool size)."""
+    from dialogmem._read._select import relevance, similarity_matrix
+    from dialogmem._text import content_tokens
+
+    rng = np.random.default_rng(5)
+    words = ["Anna", "Ben", "dog", "Biscuit", "park", "vet", "frisbee", "bicycle", "Berlin", "lasagna", "Sunday",
+             "puppy", "golden", "retriever", "called", "named", "adopted"]
+    selector = RuleSelector()
+    for trial in range(60):
+        n = int(rng.integers(1, 30))
+        texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 9)))) + f" #{trial}.{i % 7}" for i in range(n)]
+        vectors = rng.standard_normal((n, 6)).astype(np.float32) if with_vectors else None
+        cands = _candidates(texts, vectors=vectors)
+        for c in cands:
+            c.score = float(rng.choice([0.016, 0.0161, 0.02, rng.random()]))
+        plan = _plan()
+        k = int(rng.integers(1, 35))
+        rel = relevance(plan, cands)
+        sim, cosine = similarity_matrix(cands)
+        if not cosine:  # Jaccard of content-word sets
+            sets = [set(content_tokens(c.record.memory)) for c in cands]
+            plain = [[len(a & b) / len(a | b) if a | b else 0.0 for b in sets] for a in sets]
+            np.fill_diagonal(plain_arr := np.asarray(plain, dtype=np.float32), 1.0)
+            assert np.array_equal(sim, plain_arr)
+        expected = _reference_mmr(rel, sim, [c.record.id for c in cands], k, selector.mmr_lambda,
+                                  selector.duplicate_sim if cosine else selector.duplicate_jaccard)
+        got = selector.select("q", plan, cands, k)
+        assert [g.record.id for g in got] == [cands[i].record.id for i in expected]
+        assert [g.score for g in got] == [round(rel[i], 6) for i in expected]

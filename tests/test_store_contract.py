@@ -445,6 +445,48 @@ def test_edge_keeps_payloads_in_memory(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "index" / "edge_config.json").read_text())["payload_memory"] == "cached"
 
 
+def _edge_search_threads() -> int:
+    import os
+
+    names = [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")]
+    return sum(1 for n in names if n.startswith("edge-search-"))
+
+
+def test_edge_search_pool_is_sized_by_the_setting(tmp_path: Path) -> None:
+    """One search thread by default (Edge's own default is one per CPU), the setting when given,
+    and the shard's saved config records it."""
+    import json
+
+    before = _edge_search_threads()
+    idx = EdgeIndex(tmp_path / "one", dim=DIM)
+    try:
+        put(idx, [record("u1", "first")])
+        assert _edge_search_threads() - before == 1
+    finally:
+        idx.close()
+    assert json.loads((tmp_path / "one" / "edge_config.json").read_text())["max_search_threads"] == 1
+    before = _edge_search_threads()
+    idx = EdgeIndex(tmp_path / "three", dim=DIM, search_threads=3)
+    try:
+        assert _edge_search_threads() - before == 3
+        assert json.loads((tmp_path / "three" / "edge_config.json").read_text())["max_search_threads"] == 3
+    finally:
+        idx.close()
+
+
+def test_store_search_threads_setting_reaches_the_edge_shard(tmp_path: Path) -> None:
+    import json
+
+    from dialogmem import Config, Memory
+
+    config = Config(data_dir=tmp_path / "store", store={"search_threads": 2})
+    with Memory(config):
+        pass
+    assert json.loads((tmp_path / "store" / "index" / "edge_config.json").read_text())["max_search_threads"] == 2
+    with pytest.raises(ValueError):
+        Config(store={"search_threads": 0})
+
+
 def test_edge_reopen_in_fresh_process_and_survive_a_hard_exit(tmp_path: Path) -> None:
     """A child process reads what the parent wrote, then writes and dies without flush or close;
     the WAL must bring its write back when the parent reopens the shard."""

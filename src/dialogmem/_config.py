@@ -30,6 +30,9 @@ class StoreConfig(_Section):
     url: str | None = None  # remote Qdrant; ":memory:" for qdrant-client's in-process mode
     api_key: str | None = None
     collection: str = "dialogmem"
+    # edge: threads of the embedded index's search pool (it reads segments in parallel). One suits a
+    # store whose searches each read one user's slice; more help only shards of many large segments.
+    search_threads: int = Field(1, ge=1, le=256)
 
 
 class JournalConfig(_Section):

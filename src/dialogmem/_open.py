@@ -132,7 +132,7 @@ def _open_index(config: Config, paths: StorePaths, journal: Journal) -> VectorIn
     store_id = journal.meta("store_id") or ""
     check_marker(paths, store_id)
     try:
-        return EdgeIndex(paths.index, dim=config.embedder.dim)
+        return EdgeIndex(paths.index, dim=config.embedder.dim, search_threads=config.store.search_threads)
     except StoreError as exc:
         raise damaged_index(paths, exc) from exc
     except (KeyboardInterrupt, SystemExit):

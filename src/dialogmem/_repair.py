@@ -44,7 +44,8 @@ def rebuild_index(parts: Parts) -> RepairReport:
         parts.index.close()
         moved = parts.paths.move_index_aside("replaced")
         report.index_moved_to = str(moved) if moved else None
-        new: VectorIndex = EdgeIndex(parts.paths.index, dim=parts.config.embedder.dim)
+        new: VectorIndex = EdgeIndex(parts.paths.index, dim=parts.config.embedder.dim,
+                                     search_threads=parts.config.store.search_threads)
     elif isinstance(parts.index, RemoteIndex):
         parts.index.reset()
         new = parts.index

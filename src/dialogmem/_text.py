@@ -82,7 +82,12 @@ def tokens(text: str) -> list[str]:
 
 def content_tokens(text: str) -> list[str]:
     """Words that carry content: numbers, and words of two letters or more that are not stopwords."""
-    return [w for w in tokens(text) if w.isdigit() or (len(w) > 1 and w not in STOPWORDS)]
+    return content_words(tokens(text))
+
+
+def content_words(words: list[str]) -> list[str]:
+    """The content words (see :func:`content_tokens`) of words that ``tokens`` gave."""
+    return [w for w in words if w.isdigit() or (len(w) > 1 and w not in STOPWORDS)]
 
 
 #: what ``clip_words`` puts where it cut a text (the reader's context leaves a clipped line out when

@@ -30,7 +30,7 @@ from .._backends import with_fallback
 from .._errors import LLMOutputError
 from .._models._llm_base import LLMClient
 from .._prompts import select as select_prompt
-from .._text import content_tokens, tokens
+from .._text import content_words, tokens
 from .._types import ScoredRecord
 from ._plan import QueryPlan
 
@@ -51,13 +51,22 @@ def _views(c: ScoredRecord) -> int:
     return int(getattr(c, "views", 1))
 
 
-def _keyword_overlap(plan: QueryPlan, c: ScoredRecord, terms: list[str]) -> float:
+def _keyword_overlap(c: ScoredRecord, terms: list[str], memory_words: list[str] | None = None) -> float:
+    """Share of ``terms`` found in the memory, its keywords, entities or speaker; ``memory_words``
+    is ``tokens(c.record.memory)`` when the caller has it already."""
     if not terms:
         return 0.0
     r = c.record
-    hay = " ".join([r.memory, *r.keywords, *r.entities, r.speaker_name]).lower()
-    words = set(tokens(hay))
-    hits = sum(1 for t in terms if (t in words if " " not in t else t in hay))
+    tags = " ".join([*r.keywords, *r.entities, r.speaker_name])
+    words = set(tokens(r.memory) if memory_words is None else memory_words) | set(tokens(tags))
+    hay = None
+    hits = 0
+    for t in terms:
+        if " " not in t:
+            hits += t in words
+        else:
+            hay = hay if hay is not None else f"{r.memory} {tags}".lower()
+            hits += t in hay
     return hits / len(terms)
 
 
@@ -71,8 +80,10 @@ def _time_term(plan: QueryPlan, c: ScoredRecord) -> float:
     return -W_TIME if plan.time_strict else 0.0
 
 
-def relevance(plan: QueryPlan, candidates: Sequence[ScoredRecord]) -> list[float]:
-    """Fused relevance of every candidate (see module docstring)."""
+def relevance(plan: QueryPlan, candidates: Sequence[ScoredRecord],
+              memory_words: Sequence[list[str]] | None = None) -> list[float]:
+    """Fused relevance of every candidate (see module docstring); ``memory_words[i]`` is
+    ``tokens()`` of candidate ``i``'s memory when the caller has them already."""
     if not candidates:
         return []
     top = max(c.score for c in candidates)
@@ -80,30 +91,40 @@ def relevance(plan: QueryPlan, candidates: Sequence[ScoredRecord]) -> list[float
     n_views = max(1, len(plan.hqs))
     terms = list(dict.fromkeys(t.lower() for t in [*plan.keywords, *plan.entities] if t.strip()))
     out = []
-    for c in candidates:
+    for i, c in enumerate(candidates):
         # Min-max: fused RRF scores sit in a narrow band (1/(60+rank)), dividing by the top
         # alone would leave every candidate near 1 and let the diversity term decide everything.
         norm = (c.score - low) / (top - low) if top > low else 1.0
         agree = (_views(c) - 1) / (n_views - 1) if n_views > 1 else 0.0
-        out.append(W_SCORE * norm + W_AGREE * min(1.0, agree) + W_KEYWORD * _keyword_overlap(plan, c, terms)
+        words = memory_words[i] if memory_words is not None else None
+        out.append(W_SCORE * norm + W_AGREE * min(1.0, agree) + W_KEYWORD * _keyword_overlap(c, terms, words)
                    + _time_term(plan, c))
     return out
 
 
-def similarity_matrix(candidates: Sequence[ScoredRecord]) -> tuple[np.ndarray, bool]:
-    """Pairwise similarity, and whether it is cosine (all candidates have vectors) or Jaccard."""
+def similarity_matrix(candidates: Sequence[ScoredRecord], memory_words: Sequence[list[str]] | None = None
+                      ) -> tuple[np.ndarray, bool]:
+    """Pairwise similarity, and whether it is cosine (all candidates have vectors) or Jaccard of
+    content-word sets (``memory_words[i]``: ``tokens()`` of candidate ``i``'s memory, if at hand)."""
     n = len(candidates)
     vectors = [getattr(c, "vector", None) for c in candidates]
     if n and all(v is not None for v in vectors):
         m = np.asarray(vectors, dtype=np.float32)
         m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
         return m @ m.T, True
-    sets = [set(content_tokens(c.record.memory)) for c in candidates]
-    sim = np.eye(n, dtype=np.float32)
-    for i in range(n):
-        for j in range(i + 1, n):
-            union = len(sets[i] | sets[j])
-            sim[i, j] = sim[j, i] = (len(sets[i] & sets[j]) / union) if union else 0.0
+    words = memory_words if memory_words is not None else [tokens(c.record.memory) for c in candidates]
+    sets = [set(content_words(w)) for w in words]
+    vocab: dict[str, int] = {}
+    rows = [[vocab.setdefault(w, len(vocab)) for w in s] for s in sets]
+    incidence = np.zeros((n, max(1, len(vocab))), dtype=np.float64)
+    for i, cols in enumerate(rows):
+        incidence[i, cols] = 1.0
+    inter = incidence @ incidence.T
+    sizes = incidence.sum(axis=1)
+    union = sizes[:, None] + sizes[None, :] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sim = np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0).astype(np.float32)
+    np.fill_diagonal(sim, 1.0)
     return sim, False
 
 
@@ -120,28 +141,27 @@ class RuleSelector:
                ) -> list[ScoredRecord]:
         if not candidates or k <= 0:
             return []
-        rel = relevance(plan, candidates)
-        sim, cosine = similarity_matrix(candidates)
+        words = [tokens(c.record.memory) for c in candidates]
+        rel = np.asarray(relevance(plan, candidates, words), dtype=np.float64)
+        sim, cosine = similarity_matrix(candidates, words)
         duplicate = self.duplicate_sim if cosine else self.duplicate_jaccard
-        # Ties are broken by id so the same input always gives the same output.
-        order = sorted(range(len(candidates)), key=lambda i: (-rel[i], candidates[i].record.id))
+        # Ties are broken by id so the same input always gives the same output: candidates are
+        # visited in that order and the first best value wins.
+        remaining = sorted(range(len(candidates)), key=lambda i: (-rel[i], candidates[i].record.id))
+        penalty = np.full(len(candidates), -np.inf)  # max similarity to the picks so far
         picked: list[int] = []
         duplicates: list[int] = []
-        remaining = list(order)
         while remaining and len(picked) < k:
-            best, best_val = -1, -np.inf
-            for i in remaining:
-                penalty = float(max(sim[i, j] for j in picked)) if picked else 0.0
-                val = self.mmr_lambda * rel[i] - (1 - self.mmr_lambda) * penalty
-                if val > best_val:
-                    best, best_val = i, val
-            remaining.remove(best)
-            if picked and max(sim[best, j] for j in picked) >= duplicate:
+            order = np.asarray(remaining)
+            values = self.mmr_lambda * rel[order] - (1 - self.mmr_lambda) * (penalty[order] if picked else 0.0)
+            best = remaining.pop(int(np.argmax(values)))
+            if picked and penalty[best] >= duplicate:
                 duplicates.append(best)
                 continue
             picked.append(best)
+            penalty = np.maximum(penalty, sim[:, best])
         picked.extend(duplicates[: max(0, k - len(picked))])
-        return [ScoredRecord(record=candidates[i].record, score=round(rel[i], 6)) for i in picked]
+        return [ScoredRecord(record=candidates[i].record, score=round(float(rel[i]), 6)) for i in picked]
 
 
 class SelectOutput(BaseModel):
