@@ -52,8 +52,13 @@ def test_sufficient_light_answer_makes_one_call_and_cites_shown_memories(make_me
     assert (got.text, got.mode, got.used, got.rounds, got.garbage) == ("Porto", "light", "light", 0, 0)
     hits = {h.id: h for h in mem.search("Where does Anna live now?", "u").hits}
     assert got.memory_ids and set(got.memory_ids) <= set(hits)  # 99 and 0 were never shown
-    assert len(got.memory_ids) == 2
-    assert set(got.turn_ids) == {t for mid in got.memory_ids for t in hits[mid].source_turn_ids}
+    # a shown line is one turn (a memory's context turns, then its own); citing lines 1 and 2 cites
+    # the turns they show and the memories that carry those lines
+    prompt = llm.calls[0].messages[-1]["content"]
+    cited = [re.search(rf"^\[{n}\] (.*)$", prompt, re.M)[1] for n in (1, 2)]
+    shown_turns = {f"u-t{i}" for i, (_, text) in enumerate(TURNS) if any(text in line for line in cited)}
+    assert shown_turns and set(got.turn_ids) == shown_turns
+    assert all(shown_turns & set(hits[mid].source_turn_ids) for mid in got.memory_ids)
     assert got.context_tokens > 0 and got.prompt_tokens > got.context_tokens
     assert "7 May" not in llm.calls[0].messages[-1]["content"]  # dates written "1 May 2023", not ISO
     assert "May 2023" in llm.calls[0].messages[-1]["content"]
@@ -233,3 +238,42 @@ def test_choose_prefers_the_last_deep_answer_that_is_not_an_abstention() -> None
     assert choose(["light", "deep"], [a("Lisbon"), a("Not mentioned.")]) == 0
     assert choose(["light", "deep"], [a("not mentioned"), a("")]) == 0  # empty deep reply: keep light
     assert choose(["deep"], [a("")]) == 0 and choose([], []) == -1
+
+
+def _one_time_store(make_memory: Any, script: Script, name: str = "one-time", **answer: Any
+                    ) -> tuple[Memory, ScriptedLLM]:
+    """The turns of ``TURNS`` said at one time (one LoCoMo session has one date)."""
+    llm = ScriptedLLM(script)
+    mem = make_memory(f"store-{name}", llm_client=llm, answer=answer, **RULES)
+    mem.add([{"content": text, "name": who, "id": f"u-t{i}"} for i, (who, text) in enumerate(TURNS)], "u",
+            session_id="s1", timestamp="2023-05-01T10:00:00", flush=True)
+    return mem, llm
+
+
+def test_light_context_shows_each_turn_once_and_a_cited_line_cites_its_memories(make_memory: Any) -> None:
+    mem, llm = _one_time_store(make_memory, lambda stage, m: "Porto [3]", light_tokens=None)
+    got = mem.answer("Where does Anna live now?", "u")
+    prompt = llm.calls[0].messages[-1]["content"]
+    for _, text in TURNS:  # memories carry the turns before them: each turn still shows once
+        assert prompt.count(text[:20]) == 1  # (time normalisation may annotate the rest)
+    third = re.search(r"^\[3\] (.*)$", prompt, re.M)[1]
+    turn = next(f"u-t{i}" for i, (_, text) in enumerate(TURNS) if text[:20] in third)
+    assert got.turn_ids == [turn]
+    hits = {h.id: h for h in mem.search("Where does Anna live now?", "u").hits}
+    assert got.memory_ids and all(turn in hits[m].source_turn_ids for m in got.memory_ids)
+    assert set(got.memory_ids) == {m for m, h in hits.items() if turn in h.source_turn_ids}
+
+
+def test_light_tokens_bounds_the_context_in_rank_order(make_memory: Any) -> None:
+    wide, llm_wide = _one_time_store(make_memory, lambda stage, m: "Porto", light_tokens=None)
+    wide.answer("Where does Anna live now?", "u")
+    all_lines = shown_lines(llm_wide.calls[0].messages)
+    top = wide.search("Where does Anna live now?", "u", limit=10).hits[0]
+    wide.close()
+    narrow, llm_narrow = _one_time_store(make_memory, lambda stage, m: "Porto", "narrow", light_tokens=32)
+    got = narrow.answer("Where does Anna live now?", "u")
+    prompt = llm_narrow.calls[0].messages[-1]["content"]
+    # 32 tokens hold no memory of three lines: the best-ranked one is shown anyway, and only it
+    assert shown_lines(llm_narrow.calls[0].messages) == len(top.memory.splitlines()) < all_lines
+    assert all(line.split(": ", 1)[-1] in prompt for line in top.memory.splitlines())
+    assert got.context_tokens < 100

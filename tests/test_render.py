@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dialogmem._read._render import chain_runs, covers, render_hits
+from dialogmem._read._render import chain_runs, covers, render_hits, shown_lines
 from dialogmem._types import SearchHit, SearchResult, render_context
 
 
@@ -97,3 +97,20 @@ def test_llm_free_memories_carry_two_turns_of_context_and_render_each_turn_once(
     context = result.context().splitlines()
     assert context[0] == "[Mon 8 May 2023 13:56]"
     assert sorted(context[1:]) == sorted(f"{who}: {text}" for who, text in turns)  # 4 hits, each turn shown once
+
+
+def test_shown_lines_are_the_rendered_lines_and_name_every_memory_and_turn_behind_them() -> None:
+    first = hit("A: q1\nB: a1 long ...\nA: q2", turns=("t1", "t2", "t3"), hid="m3")
+    second = hit("B: a1 long answer\nA: q2\nB: a2", turns=("t2", "t3", "t4"), hid="m4")
+    fact = hit("Anna likes tea", stamp="2023-05-09T09:00:00", weekday="Tue", turns=("t7", "t8"), hid="f")
+    hits = [second, fact, first]
+    shown = shown_lines(hits)
+    assert [s.text for s in shown] == ["A: q1", "B: a1 long answer", "A: q2", "B: a2", "Anna likes tea"]
+    assert render_hits(hits).splitlines() == ["[Mon 8 May 2023 13:56]", "A: q1", "B: a1 long answer", "A: q2",
+                                              "B: a2", "[Tue 9 May 2023 09:00]", "Anna likes tea"]
+    owners = {s.text: (set(s.memory_ids), s.turn_ids) for s in shown}
+    assert owners["A: q1"] == ({"m3"}, ("t1",))
+    assert owners["B: a1 long answer"] == ({"m3", "m4"}, ("t2",))  # the clipped copy counts for the full line
+    assert owners["A: q2"] == ({"m3", "m4"}, ("t3",))
+    assert owners["B: a2"] == ({"m4"}, ("t4",))
+    assert owners["Anna likes tea"] == ({"f"}, ("t7", "t8"))  # one line citing two turns stands for both

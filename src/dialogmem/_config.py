@@ -34,6 +34,13 @@ class StoreConfig(_Section):
     # store whose searches each read one user's slice; more help only shards of many large segments.
     search_threads: int = Field(1, ge=1, le=256)
 
+    @model_validator(mode="after")
+    def _edge_only(self) -> StoreConfig:
+        if self.backend != "edge" and "search_threads" in self.model_fields_set:
+            raise ValueError("store.search_threads sizes the embedded (edge) index's search pool; a Qdrant "
+                             "server sizes its own (leave it unset with store.backend = \"qdrant\")")
+        return self
+
 
 class JournalConfig(_Section):
     """Where the journal lives: a SQLite file in ``data_dir`` (the default), or a PostgreSQL database

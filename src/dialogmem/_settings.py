@@ -91,7 +91,11 @@ class AnswerSettings(_Section):
     mode: Literal["auto", "light", "deep"] = Field("auto", description=(
         "auto: light first, deep only when the light answer reports missing information; light: one "
         "generator call over the top memories; deep: straight to the deep module."))
-    light_k: int = Field(10, ge=1, le=200, description="Memories (L1) the light generator sees (k).")
+    light_k: int = Field(10, ge=1, le=200, description="Memories (L1) the light generator sees at most (k).")
+    light_tokens: int | None = Field(None, ge=32, le=100_000, description=(
+        "Context tokens the light generator sees at most: of the top light_k memories, those that fit in "
+        "rank order (at least one). None (the default): all light_k. Measured with a 1.5B reader (README): "
+        "512 halves the reader's tokens and time and costs some F1."))
     deep_n: int = Field(30, ge=1, le=200, description="Candidate memories the deep retriever judges (N).")
     batch_size: int = Field(10, ge=1, le=200, description=(
         "Candidates per retriever call (d); the batches run in parallel."))

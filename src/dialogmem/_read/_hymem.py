@@ -38,6 +38,7 @@ from .._types import SearchHit, Turn
 from .._write._tokens import count_tokens
 from . import _hymem_steps as steps
 from ._answer import Answer
+from ._render import shown_lines
 
 log = logging.getLogger(__name__)
 
@@ -117,11 +118,15 @@ class HyMemAnswerer:
         return reply
 
     def _light(self, query: str, hits: list[SearchHit], run: _Run, reference_time: datetime | None) -> None:
-        ordered = steps.by_time(hits)
-        reply = self._generate(query, steps.hit_lines(ordered), run, reference_time, "answer.light")
-        mids = steps.cited([h.id for h in ordered], reply)
-        cited_hits = [h for h in ordered if h.id in mids]
-        run.rounds.append(_Round("light", reply, mids, steps.backtrack(cited_hits, 10_000)))
+        """The top memories that fit ``light_tokens``, shown as the reader's context lines (a line
+        shared by neighbouring memories once), numbered; a cited line cites its memories and turns."""
+        def cost(prefix: Sequence[SearchHit]) -> int:
+            return count_tokens("\n".join(gen_prompt.render_lines(steps.light_lines(shown_lines(prefix)))))
+
+        shown = shown_lines(steps.within_budget(hits, self.s.light_tokens, cost))
+        reply = self._generate(query, steps.light_lines(shown), run, reference_time, "answer.light")
+        mids, tids = steps.owners(steps.at_lines(shown, reply.lines))
+        run.rounds.append(_Round("light", reply, mids, tids))
 
     def _deep(self, query: str, search: SearchFn, turns: TurnsFn, run: _Run, rounds: int,
               reference_time: datetime | None) -> None:

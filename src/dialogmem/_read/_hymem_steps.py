@@ -8,12 +8,13 @@ replies map back to. No I/O and no model calls here; ``_hymem.HyMemAnswerer`` ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
 
 from .._prompts.answer_v2 import CitedAnswer, ContextLine, is_abstention
 from .._types import SearchHit, Turn
+from ._render import ShownLine
 
 T = TypeVar("T")
 
@@ -34,11 +35,6 @@ def turn_lines(turns: Sequence[Turn]) -> list[ContextLine]:
     return [ContextLine(when=_when(t.time_stamp), speaker=t.speaker, text=t.content) for t in turns]
 
 
-def by_time(hits: Sequence[SearchHit]) -> list[SearchHit]:
-    """Oldest first (a stable sort: equal times keep the ranking's order)."""
-    return sorted(hits, key=lambda h: h.time_stamp)
-
-
 def cited(items: Sequence[str], answer: CitedAnswer) -> list[str]:
     """The ids behind the 1-based line numbers an answer cites (numbers were bounded by the parser)."""
     return at_lines(items, answer.lines)
@@ -51,6 +47,30 @@ def sufficient(answer: CitedAnswer) -> bool:
 
 def batches(items: Sequence[SearchHit], size: int) -> list[list[SearchHit]]:
     return [list(items[i:i + size]) for i in range(0, len(items), max(1, size))]
+
+
+def light_lines(shown: Sequence[ShownLine]) -> list[ContextLine]:
+    """The light generator's numbered lines: the reader's context lines (each once), dated."""
+    return [ContextLine(when=_when(s.time_stamp), text=s.text) for s in shown]
+
+
+def within_budget(hits: Sequence[SearchHit], budget: int | None, cost: Callable[[Sequence[SearchHit]], int]
+                  ) -> list[SearchHit]:
+    """The leading hits whose context ``cost`` fits ``budget``, taken in rank order up to the first
+    that would overflow it; the first hit always (an answer needs something to read). None: all."""
+    if budget is None:
+        return list(hits)
+    n = 1
+    while n < len(hits) and cost(hits[:n + 1]) <= budget:
+        n += 1
+    return list(hits[:n])
+
+
+def owners(shown: Sequence[ShownLine]) -> tuple[list[str], list[str]]:
+    """The memories and turns behind ``shown`` lines, each once, in line order."""
+    mids = dict.fromkeys(m for s in shown for m in s.memory_ids)
+    tids = dict.fromkeys(t for s in shown for t in s.turn_ids)
+    return list(mids), list(tids)
 
 
 def at_lines(items: Sequence[T], numbers: Sequence[int]) -> list[T]:

@@ -22,6 +22,7 @@ which lines are shown, only the order of runs within one time (first hit first).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from .._text import CLIP_MARK
@@ -111,30 +112,74 @@ def _header(time_stamp: str, weekday: str, previous_day: str | None) -> str:
     return f"[{wd}{when.day} {_MONTHS[when.month - 1]} {when.year} {clock}]"
 
 
-def render_hits(hits: Sequence[SearchHit]) -> str:
-    """The reader's context for ``hits``: headers per time, oldest first, every line once a day."""
+@dataclass(frozen=True)
+class ShownLine:
+    """One line of the reader's context: its memory time, its text, and the memories (with the turns
+    of theirs it stands for) that it shows. A line shared by neighbouring memories is shown once and
+    belongs to each of them."""
+
+    time_stamp: str
+    weekday: str
+    text: str
+    memory_ids: tuple[str, ...]
+    turn_ids: tuple[str, ...]
+
+
+def _lines_of(hit: SearchHit) -> list[tuple[str, tuple[str, ...]]]:
+    """A memory's lines, each with the turns it stands for: line i is turn i when a memory has one
+    line per source turn (an LLM-free memory: its context turns, then its own), else every line
+    stands for all of the memory's turns."""
+    lines = [n for n in (_norm(x) for x in hit.memory.splitlines()) if n]
+    turns = list(hit.source_turn_ids)
+    if len(turns) == len(lines):
+        return [(line, (turn,)) for line, turn in zip(lines, turns, strict=True)]
+    return [(line, tuple(turns)) for line in lines]
+
+
+def shown_lines(hits: Sequence[SearchHit]) -> list[ShownLine]:
+    """The lines ``render_hits`` shows for ``hits``, in its order, each with the memories and turns it
+    stands for (a line left out as shown elsewhere counts for the line that shows it)."""
     groups: dict[tuple[str, str], list[list[str]]] = {}
     for h in sorted(hits, key=lambda h: h.time_stamp):
-        lines = [n for n in (_norm(x) for x in h.memory.splitlines()) if n]
-        groups.setdefault((h.time_stamp, h.weekday), []).append(lines)
+        groups.setdefault((h.time_stamp, h.weekday), []).append([line for line, _ in _lines_of(h)])
     full: dict[str, list[str]] = {}  # per day, the lines that are not clipped
     for (stamp, _), memories in groups.items():
         day = _day_clock(stamp)[0]
         full.setdefault(day, []).extend(x for lines in memories for x in lines if not x.endswith(CLIP_MARK))
-    out: list[str] = []
+    out: list[tuple[str, str, str]] = []  # (stamp, weekday, line)
     shown: set[tuple[str, str]] = set()
-    last_day: str | None = None
     for (stamp, weekday), memories in groups.items():
         day = _day_clock(stamp)[0]
-        body: list[str] = []
         for run in chain_runs(memories):
             for line in run:
                 if (day, line) in shown or (line.endswith(CLIP_MARK) and any(covers(f, line) for f in full[day])):
                     continue
                 shown.add((day, line))
-                body.append(line)
-        if body:
-            out.append(_header(stamp, weekday, last_day))
-            out.extend(body)
-            last_day = day
+                out.append((stamp, weekday, line))
+    owners: list[tuple[dict[str, None], dict[str, None]]] = [({}, {}) for _ in out]
+    by_day: dict[str, list[int]] = {}
+    for i, (stamp, _, _) in enumerate(out):
+        by_day.setdefault(_day_clock(stamp)[0], []).append(i)
+    for h in hits:
+        for line, turns in _lines_of(h):
+            for i in by_day.get(_day_clock(h.time_stamp)[0], []):
+                if _same(out[i][2], line):
+                    owners[i][0][h.id] = None
+                    owners[i][1].update(dict.fromkeys(turns))
+                    break
+    return [ShownLine(time_stamp=stamp, weekday=weekday, text=line, memory_ids=tuple(mids), turn_ids=tuple(tids))
+            for (stamp, weekday, line), (mids, tids) in zip(out, owners, strict=True)]
+
+
+def render_hits(hits: Sequence[SearchHit]) -> str:
+    """The reader's context for ``hits``: headers per time, oldest first, every line once a day."""
+    out: list[str] = []
+    group: tuple[str, str] | None = None
+    last_day: str | None = None
+    for line in shown_lines(hits):
+        if (line.time_stamp, line.weekday) != group:
+            group = (line.time_stamp, line.weekday)
+            out.append(_header(line.time_stamp, line.weekday, last_day))
+            last_day = _day_clock(line.time_stamp)[0]
+        out.append(line.text)
     return "\n".join(out)
