@@ -485,8 +485,6 @@ def test_store_search_threads_setting_reaches_the_edge_shard(tmp_path: Path) -> 
     assert json.loads((tmp_path / "store" / "index" / "edge_config.json").read_text())["max_search_threads"] == 2
     with pytest.raises(ValueError):
         Config(store={"search_threads": 0})
-    with pytest.raises(ValueError, match="edge"):
-        Config(store={"backend": "qdrant", "url": ":memory:", "search_threads": 4})
 
 
 def test_edge_reopen_in_fresh_process_and_survive_a_hard_exit(tmp_path: Path) -> None:

@@ -32,14 +32,8 @@ class StoreConfig(_Section):
     collection: str = "dialogmem"
     # edge: threads of the embedded index's search pool (it reads segments in parallel). One suits a
     # store whose searches each read one user's slice; more help only shards of many large segments.
+    # A Qdrant server sizes its own pool (its search_max_threads), so backend "qdrant" does not read it.
     search_threads: int = Field(1, ge=1, le=256)
-
-    @model_validator(mode="after")
-    def _edge_only(self) -> StoreConfig:
-        if self.backend != "edge" and "search_threads" in self.model_fields_set:
-            raise ValueError("store.search_threads sizes the embedded (edge) index's search pool; a Qdrant "
-                             "server sizes its own (leave it unset with store.backend = \"qdrant\")")
-        return self
 
 
 class JournalConfig(_Section):
