@@ -125,23 +125,27 @@ class ShownLine:
     turn_ids: tuple[str, ...]
 
 
+def _memory_lines(hit: SearchHit) -> list[str]:
+    """A memory's lines (its own line breaks), whitespace-normalised, empty ones left out."""
+    return [n for n in (_norm(x) for x in hit.memory.splitlines()) if n]
+
+
 def _lines_of(hit: SearchHit) -> list[tuple[str, tuple[str, ...]]]:
     """A memory's lines, each with the turns it stands for: line i is turn i when a memory has one
     line per source turn (an LLM-free memory: its context turns, then its own), else every line
     stands for all of the memory's turns."""
-    lines = [n for n in (_norm(x) for x in hit.memory.splitlines()) if n]
+    lines = _memory_lines(hit)
     turns = list(hit.source_turn_ids)
     if len(turns) == len(lines):
         return [(line, (turn,)) for line, turn in zip(lines, turns, strict=True)]
     return [(line, tuple(turns)) for line in lines]
 
 
-def shown_lines(hits: Sequence[SearchHit]) -> list[ShownLine]:
-    """The lines ``render_hits`` shows for ``hits``, in its order, each with the memories and turns it
-    stands for (a line left out as shown elsewhere counts for the line that shows it)."""
+def _shown(hits: Sequence[SearchHit]) -> list[tuple[str, str, str]]:
+    """(time stamp, weekday, line) of every line the reader's context shows, in its order."""
     groups: dict[tuple[str, str], list[list[str]]] = {}
     for h in sorted(hits, key=lambda h: h.time_stamp):
-        groups.setdefault((h.time_stamp, h.weekday), []).append([line for line, _ in _lines_of(h)])
+        groups.setdefault((h.time_stamp, h.weekday), []).append(_memory_lines(h))
     full: dict[str, list[str]] = {}  # per day, the lines that are not clipped
     for (stamp, _), memories in groups.items():
         day = _day_clock(stamp)[0]
@@ -156,6 +160,13 @@ def shown_lines(hits: Sequence[SearchHit]) -> list[ShownLine]:
                     continue
                 shown.add((day, line))
                 out.append((stamp, weekday, line))
+    return out
+
+
+def shown_lines(hits: Sequence[SearchHit]) -> list[ShownLine]:
+    """The lines ``render_hits`` shows for ``hits``, in its order, each with the memories and turns it
+    stands for (a line left out as shown elsewhere counts for the line that shows it)."""
+    out = _shown(hits)
     owners: list[tuple[dict[str, None], dict[str, None]]] = [({}, {}) for _ in out]
     by_day: dict[str, list[int]] = {}
     for i, (stamp, _, _) in enumerate(out):
@@ -176,10 +187,10 @@ def render_hits(hits: Sequence[SearchHit]) -> str:
     out: list[str] = []
     group: tuple[str, str] | None = None
     last_day: str | None = None
-    for line in shown_lines(hits):
-        if (line.time_stamp, line.weekday) != group:
-            group = (line.time_stamp, line.weekday)
-            out.append(_header(line.time_stamp, line.weekday, last_day))
-            last_day = _day_clock(line.time_stamp)[0]
-        out.append(line.text)
+    for stamp, weekday, line in _shown(hits):  # the lines alone: which memories own them is not needed here
+        if (stamp, weekday) != group:
+            group = (stamp, weekday)
+            out.append(_header(stamp, weekday, last_day))
+            last_day = _day_clock(stamp)[0]
+        out.append(line)
     return "\n".join(out)
