@@ -38,7 +38,7 @@ from .._types import SearchHit, Turn
 from .._write._tokens import count_tokens
 from . import _hymem_steps as steps
 from ._answer import Answer
-from ._render import shown_lines
+from ._render import shown_lines, shown_text
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +121,12 @@ class HyMemAnswerer:
         """The top memories that fit ``light_tokens``, shown as the reader's context lines (a line
         shared by neighbouring memories once), numbered; a cited line cites its memories and turns."""
         def cost(prefix: Sequence[SearchHit]) -> int:
-            return count_tokens("\n".join(gen_prompt.render_lines(steps.light_lines(shown_lines(prefix)))))
+            lines = steps.light_lines((stamp, text) for stamp, _, text in shown_text(prefix))
+            return count_tokens("\n".join(gen_prompt.render_lines(lines)))
 
         shown = shown_lines(steps.within_budget(hits, self.s.light_tokens, cost))
-        reply = self._generate(query, steps.light_lines(shown), run, reference_time, "answer.light")
+        lines = steps.light_lines((s.time_stamp, s.text) for s in shown)
+        reply = self._generate(query, lines, run, reference_time, "answer.light")
         mids, tids = steps.owners(steps.at_lines(shown, reply.lines))
         run.rounds.append(_Round("light", reply, mids, tids))
 

@@ -8,7 +8,7 @@ replies map back to. No I/O and no model calls here; ``_hymem.HyMemAnswerer`` ru
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -49,9 +49,10 @@ def batches(items: Sequence[SearchHit], size: int) -> list[list[SearchHit]]:
     return [list(items[i:i + size]) for i in range(0, len(items), max(1, size))]
 
 
-def light_lines(shown: Sequence[ShownLine]) -> list[ContextLine]:
-    """The light generator's numbered lines: the reader's context lines (each once), dated."""
-    return [ContextLine(when=_when(s.time_stamp), text=s.text) for s in shown]
+def light_lines(shown: Iterable[tuple[str, str]]) -> list[ContextLine]:
+    """The light generator's numbered lines: the reader's context lines (each once) as (time stamp,
+    text) pairs, dated."""
+    return [ContextLine(when=_when(stamp), text=text) for stamp, text in shown]
 
 
 def within_budget(hits: Sequence[SearchHit], budget: int | None, cost: Callable[[Sequence[SearchHit]], int]

@@ -141,8 +141,9 @@ def _lines_of(hit: SearchHit) -> list[tuple[str, tuple[str, ...]]]:
     return [(line, tuple(turns)) for line in lines]
 
 
-def _shown(hits: Sequence[SearchHit]) -> list[tuple[str, str, str]]:
-    """(time stamp, weekday, line) of every line the reader's context shows, in its order."""
+def shown_text(hits: Sequence[SearchHit]) -> list[tuple[str, str, str]]:
+    """(time stamp, weekday, line) of every line the reader's context shows, in its order: what
+    ``shown_lines`` gives without matching each line to its memories and turns."""
     groups: dict[tuple[str, str], list[list[str]]] = {}
     for h in sorted(hits, key=lambda h: h.time_stamp):
         groups.setdefault((h.time_stamp, h.weekday), []).append(_memory_lines(h))
@@ -166,7 +167,7 @@ def _shown(hits: Sequence[SearchHit]) -> list[tuple[str, str, str]]:
 def shown_lines(hits: Sequence[SearchHit]) -> list[ShownLine]:
     """The lines ``render_hits`` shows for ``hits``, in its order, each with the memories and turns it
     stands for (a line left out as shown elsewhere counts for the line that shows it)."""
-    out = _shown(hits)
+    out = shown_text(hits)
     owners: list[tuple[dict[str, None], dict[str, None]]] = [({}, {}) for _ in out]
     by_day: dict[str, list[int]] = {}
     for i, (stamp, _, _) in enumerate(out):
@@ -187,7 +188,7 @@ def render_hits(hits: Sequence[SearchHit]) -> str:
     out: list[str] = []
     group: tuple[str, str] | None = None
     last_day: str | None = None
-    for stamp, weekday, line in _shown(hits):  # the lines alone: which memories own them is not needed here
+    for stamp, weekday, line in shown_text(hits):  # the lines alone: which memories own them is not needed here
         if (stamp, weekday) != group:
             group = (stamp, weekday)
             out.append(_header(stamp, weekday, last_day))
