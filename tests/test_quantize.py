@@ -11,10 +11,11 @@ import pytest
 
 from dialogmem import Memory
 from dialogmem._config import EmbedderConfig
-from dialogmem._embedder_check import META_KEY, mismatch_message, recorded_embedder
+from dialogmem._embedder_check import META_KEY, auto_quantize, mismatch_message, recorded_embedder
 from dialogmem._errors import ConfigError
 from dialogmem._models import LocalEmbedder, make_embedder
 from dialogmem._models._bert_onnx import cached_onnx
+from dialogmem._models._embed import local_identity
 from dialogmem._models._factory import embedder_identity
 from dialogmem._models._quantize import quantized_onnx
 
@@ -93,54 +94,90 @@ def test_recorded_embedder_rules() -> None:
     assert "quantize=int8" in (mismatch_message(int8_id, fp32_id) or "")
 
 
+FP32, INT8 = {"quantize": "none"}, {"quantize": "int8"}
+
+
 def test_store_records_its_embedder_and_refuses_another(make_memory: Callable[..., Memory], tmp_path: Path) -> None:
-    mem = make_memory("s")
+    mem = make_memory("s", embedder=FP32)
     mem.add("I adopted a beagle called Rex", user_id="u")
-    assert mem._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig())
+    assert mem._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig(**FP32))
     mem.close()
     with pytest.raises(ConfigError, match="cannot be compared"):
-        Memory(data_dir=tmp_path / "s", embedder={"quantize": "int8"})
+        Memory(data_dir=tmp_path / "s", embedder=INT8)
     with pytest.raises(ConfigError, match="cannot be compared"):
-        Memory(data_dir=tmp_path / "s", embedder={"quantize": "int8"}, read_only=True)
-    again = make_memory("s")  # the recorded embedder opens it, and finds the memory
+        Memory(data_dir=tmp_path / "s", embedder=INT8, read_only=True)
+    again = make_memory("s", embedder=FP32)  # the recorded embedder opens it, and finds the memory
     assert again.search("what dog do I have", "u").hits[0].memory.endswith("beagle called Rex")
+    again.close()
+    auto = make_memory("s")  # "auto" follows the record
+    assert auto.config.embedder.quantize == "none"
+    assert auto.search("what dog do I have", "u").hits[0].memory.endswith("beagle called Rex")
 
 
 def test_int8_store_round_trip(make_memory: Callable[..., Memory], tmp_path: Path) -> None:
-    mem = make_memory("q", embedder={"quantize": "int8"})
+    mem = make_memory("q", embedder=INT8)
     mem.add("I adopted a beagle called Rex", user_id="u")
     mem.add("My sister lives in Lisbon", user_id="u")
-    assert mem._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig(quantize="int8"))
+    assert mem._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig(**INT8))
     assert "beagle" in mem.search("what dog do I have", "u").hits[0].memory
     mem.close()
     with pytest.raises(ConfigError, match="quantize=int8"):
-        Memory(data_dir=tmp_path / "q")
+        Memory(data_dir=tmp_path / "q", embedder=FP32)
+
+
+def test_auto_writes_new_stores_in_int8_and_queries_in_fp32(make_memory: Callable[..., Memory], tmp_path: Path,
+                                                           cache_dir: Path) -> None:
+    mem = make_memory("a")
+    assert mem.config.embedder.quantize == "int8" and mem.config.embedder.query_quantize == "none"
+    mem.add("I adopted a beagle called Rex", user_id="u")
+    assert mem._parts.journal.meta(META_KEY) == local_identity("int8")
+    emb = mem._parts.embedder
+    assert isinstance(emb, LocalEmbedder) and emb.quantize == "int8" and emb.query_quantize == "none"
+    fp32 = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0).load()
+    assert np.allclose(emb.embed_query("what dog do I have"), fp32.embed(["what dog do I have"])[0], atol=1e-6)
+    mem.close()
+    again = make_memory("a", embedder={"query_quantize": "int8"})  # a choice the caller makes stays
+    assert again.config.embedder.quantize == "int8" and again.config.embedder.query_quantize == "int8"
+    assert "beagle" in again.search("what dog do I have", "u").hits[0].memory
+
+
+@pytest.mark.parametrize(("cfg", "recorded", "has_memories", "expected"), [
+    ({}, None, False, "int8"),  # a new store
+    ({}, None, True, "none"),  # memories written before the record: fp32
+    ({}, "local/all-MiniLM-L6-v2", False, "none"),
+    ({}, "local/all-MiniLM-L6-v2/int8-dyn-v1", True, "int8"),
+    ({}, "openai/m/384", True, "none"),  # the mismatch is reported by check_embedder
+    ({"engine": "torch"}, None, False, "none"),  # no int8 graph on torch
+    ({"backend": "openai", "model": "m"}, None, False, "none"),
+])
+def test_auto_quantize(cfg: dict, recorded: str | None, has_memories: bool, expected: str) -> None:
+    assert auto_quantize(EmbedderConfig(**cfg), recorded, has_memories=has_memories) == expected
 
 
 def test_store_from_before_the_record(make_memory: Callable[..., Memory], tmp_path: Path) -> None:
-    old = make_memory("old")
+    old = make_memory("old", embedder=FP32)
     old.add("I adopted a beagle called Rex", user_id="u")
     old._parts.journal.set_meta(META_KEY, None)  # as a store written before the embedder was recorded
     old.close()
     with pytest.raises(ConfigError, match="cannot be compared"):
-        Memory(data_dir=tmp_path / "old", embedder={"quantize": "int8"})
+        Memory(data_dir=tmp_path / "old", embedder=INT8)
     ro = make_memory("old", read_only=True)  # read-only: checked, not written
     assert ro._parts.journal.meta(META_KEY) is None
     ro.close()
-    reopened = make_memory("old")
-    assert reopened._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig())
+    reopened = make_memory("old")  # auto: memories without a record are fp32
+    assert reopened._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig(**FP32))
     empty = make_memory("empty")
     empty._parts.journal.set_meta(META_KEY, None)
     empty.close()
-    fresh = make_memory("empty", embedder={"quantize": "int8"})  # no vectors yet: any embedder may start it
-    assert fresh._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig(quantize="int8"))
+    fresh = make_memory("empty", embedder=FP32)  # no vectors yet: any embedder may start it
+    assert fresh._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig(**FP32))
 
 
 def test_a_refused_configuration_records_nothing(make_memory: Callable[..., Memory], tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"embedder\.model"):
         Memory(data_dir=tmp_path / "c", embedder={"backend": "openai"})
-    mem = make_memory("c")  # the store is still free to take the default embedder
-    assert mem._parts.journal.meta(META_KEY) == embedder_identity(EmbedderConfig())
+    mem = make_memory("c")  # the store is still free to take the default embedder (int8 for a new store)
+    assert mem._parts.journal.meta(META_KEY) == local_identity("int8")
 
 
 def test_query_quantize_changes_queries_only(cache_dir: Path, pair: tuple[LocalEmbedder, LocalEmbedder]) -> None:
@@ -164,7 +201,7 @@ def test_query_quantize_changes_queries_only(cache_dir: Path, pair: tuple[LocalE
 
 
 def test_query_quantize_opens_an_fp32_store(make_memory: Callable[..., Memory]) -> None:
-    mem = make_memory("m")
+    mem = make_memory("m", embedder=FP32)
     mem.add("I adopted a beagle called Rex", user_id="u")
     mem.add("My sister lives in Lisbon", user_id="u")
     mem.close()

@@ -11,7 +11,9 @@ from __future__ import annotations
 from ._config import EmbedderConfig
 from ._errors import ConfigError
 from ._journal import Journal
+from ._models._embed import local_identity
 from ._models._factory import embedder_identity
+from ._models._quantize import Quantize
 
 META_KEY = "embedder"
 
@@ -25,6 +27,27 @@ def recorded_embedder(recorded: str | None, cfg: EmbedderConfig, *, has_memories
     if not has_memories:
         return embedder_identity(cfg)
     return embedder_identity(cfg.model_copy(update={"quantize": "none"}))
+
+
+def auto_quantize(cfg: EmbedderConfig, recorded: str | None, *, has_memories: bool) -> Quantize:
+    """What ``quantize = "auto"`` means for a store: the recorded embedder's quantisation; for a store
+    with memories but no record, fp32 (the only kind there was); for a new store, int8. The torch
+    engine and the openai backend run no int8 graph."""
+    if cfg.backend != "local" or cfg.engine == "torch":
+        return "none"
+    if recorded is not None:
+        return "int8" if recorded == local_identity("int8") else "none"
+    return "none" if has_memories else "int8"
+
+
+def resolve_embedder(journal: Journal, cfg: EmbedderConfig) -> EmbedderConfig:
+    """``cfg`` with ``quantize = "auto"`` made concrete for this store (queries then stay fp32 unless
+    ``query_quantize`` says otherwise); any other value is returned as it is."""
+    if cfg.quantize != "auto":
+        return cfg
+    stored = journal.meta(META_KEY)
+    quantize = auto_quantize(cfg, stored, has_memories=stored is None and journal.count_memories() > 0)
+    return cfg.model_copy(update={"quantize": quantize, "query_quantize": cfg.query_quantize or "none"})
 
 
 def mismatch_message(recorded: str, current: str) -> str | None:

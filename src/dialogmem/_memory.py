@@ -85,6 +85,7 @@ class Memory(Operations, Offline):
                 self._store_lock = StoreLock(self.data_dir / ".lock")
         try:
             self._parts: Parts = open_parts(config, self.data_dir, llm_client)
+            self.config = self._parts.config  # as opened: embedder.quantize "auto" resolved for this store
             self._replay_pending()
         except BaseException:
             if hasattr(self, "_parts"):

@@ -14,7 +14,7 @@ from pathlib import Path
 from ._access import AccessLog
 from ._config import Config
 from ._consolidation import LTMConsolidator
-from ._embedder_check import check_embedder
+from ._embedder_check import check_embedder, resolve_embedder
 from ._errors import StoreError
 from ._evict import Evictor
 from ._ingest import Ingest
@@ -23,7 +23,7 @@ from ._ltmindex import fill_graph, indexed_memories, sync_graph_index
 from ._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
 from ._models import LLMClient, make_embedder, make_llm
 from ._models._embed_base import Embedder
-from ._read import ReadPipeline, make_planner, make_selector
+from ._read import Fusion, ReadPipeline, make_planner, make_selector
 from ._read._hymem import HyMemAnswerer
 from ._read._ltm import GraphSearcher
 from ._sleeptime import SleepRunner
@@ -83,6 +83,7 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
     try:
         usage = UsageTracker()
         usage.load(journal.usage())
+        config = config.model_copy(update={"embedder": resolve_embedder(journal, config.embedder)})
         embedder = make_embedder(config.embedder, usage)
         check_embedder(journal, config.embedder, read_only=read_only)  # after the config is known valid
         if llm_client is not None:
@@ -102,7 +103,8 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             config=config, paths=paths, journal=journal, usage=usage, embedder=embedder, llm=llm, index=index,
             access=access, writer=writer, stages=stages, ingest=Ingest(journal, writer, stages),
             read=ReadPipeline(index, embedder, make_planner(config.read.planner, llm),
-                              make_selector(config.read.selector, llm), usage),
+                              make_selector(config.read.selector, llm), usage,
+                              fusion=Fusion(kind=config.read.fusion, dense_weight=config.read.dense_weight)),
             answerer=HyMemAnswerer(llm, config.answer),
             sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
             evictor=Evictor(journal, writer),

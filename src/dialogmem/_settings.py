@@ -79,6 +79,12 @@ class WriteSettings(_Section):
 class ReadSettings(_Section):
     planner: Literal["auto", "llm", "rules"] = "rules"
     selector: Literal["auto", "llm", "rules"] = "rules"
+    fusion: Literal["convex", "rrf"] = Field("convex", description=(
+        "How a view's dense and BM25 results are fused: convex, dense_weight times the dense score "
+        "plus the rest times the BM25 score, each min-max normalised over its list (two index queries); "
+        "rrf, reciprocal rank fusion inside the index (one query). Measured in _read/_fusion.py."))
+    dense_weight: float = Field(0.4, ge=0.0, le=1.0, description=(
+        "The dense side's weight in convex fusion (0: BM25 alone, 1: dense alone)."))
     # access_count / last_accessed of the hits, batched and written outside the search itself
     track_access: bool = True
     max_query_chars: int = Field(4_000, gt=0, le=1_000_000)

@@ -9,6 +9,7 @@ from ._embed import LocalEmbedder, OpenAIEmbedder, local_identity, openai_identi
 from ._embed_base import Embedder
 from ._llm import NoLLM
 from ._llm_base import LLMClient
+from ._quantize import Quantize
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
@@ -41,11 +42,17 @@ def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
     raise ConfigError(f"unknown llm.backend {cfg.backend!r}: use none, openai or llama_cpp")
 
 
+def concrete_quantize(cfg: EmbedderConfig) -> Quantize:
+    """``cfg.quantize`` for an embedder without a store to follow: ``"auto"`` is fp32 there (a store
+    resolves it first, see ``_embedder_check.resolve_embedder``)."""
+    return "none" if cfg.quantize == "auto" else cfg.quantize
+
+
 def embedder_identity(cfg: EmbedderConfig) -> str:
     """Which vectors ``cfg``'s embedder makes: stores record it, so that vectors of two different
     embedders are never compared (see ``_open``)."""
     if cfg.backend == "local":
-        return local_identity(cfg.quantize)
+        return local_identity(concrete_quantize(cfg))
     return openai_identity(str(cfg.model), cfg.dim)
 
 
@@ -57,9 +64,9 @@ def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Emb
                               "embedder.backend=openai with an OpenAI-compatible embeddings server")
         return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage,
                              query_cache=cfg.query_cache, spin_wait=cfg.spin_wait,
-                             quantize=cfg.quantize, query_quantize=cfg.query_quantize)
+                             quantize=concrete_quantize(cfg), query_quantize=cfg.query_quantize)
     if cfg.backend == "openai":
-        if cfg.quantize != "none" or cfg.query_quantize not in (None, "none"):
+        if cfg.quantize == "int8" or cfg.query_quantize not in (None, "none"):
             raise ConfigError("embedder.quantize and embedder.query_quantize apply to the local embedder only")
         if not cfg.model:
             raise ConfigError("embedder.model is required for embedder.backend=openai "

@@ -2,6 +2,7 @@
 
 from ._answer import Answer, AnswerOutput
 from ._factory import make_planner, make_selector
+from ._fusion import Fusion, convex_fusion
 from ._pipeline import ReadPipeline, ReadResult, context_tokens, describe_plan, render_context, to_hit
 from ._plan import (
     HypotheticalQuery,
@@ -22,6 +23,7 @@ __all__ = [
     "Answer",
     "AnswerOutput",
     "Candidate",
+    "Fusion",
     "HypotheticalQuery",
     "LLMPlanner",
     "LLMSelector",
@@ -37,6 +39,7 @@ __all__ = [
     "TimeWindow",
     "coarse_retrieve",
     "context_tokens",
+    "convex_fusion",
     "describe_plan",
     "estimate_complexity",
     "k_for",

@@ -20,6 +20,7 @@ from .._models._embed_base import Embedder
 from .._store._base import IndexFilter, VectorIndex
 from .._types import ScoredRecord, SearchHit, SearchPlan, render_context
 from .._usage import UsageTracker
+from ._fusion import Fusion
 from ._plan import Planner, QueryPlan
 from ._retrieve import active_filters, attach_vectors, embed_views, search_views
 from ._select import Selector
@@ -72,13 +73,15 @@ class ReadPipeline:
     """
 
     def __init__(self, index: VectorIndex, embedder: Embedder, planner: Planner, selector: Selector,
-                 usage: UsageTracker | None = None, *, mmr_vectors: bool = False) -> None:
+                 usage: UsageTracker | None = None, *, mmr_vectors: bool = False,
+                 fusion: Fusion | None = None) -> None:
         self.index = index
         self.embedder = embedder
         self.planner = planner
         self.selector = selector
         self.usage = usage if usage is not None else UsageTracker()
         self.mmr_vectors = mmr_vectors
+        self.fusion = fusion or Fusion()
 
     def search(self, query: str, user_id: str, *, limit: int | None = None, flt: IndexFilter | None = None,
                reference_time: datetime | None = None, recent_context: list[str] | None = None,
@@ -96,7 +99,8 @@ class ReadPipeline:
         t_plan = time.perf_counter()
         vectors = embed_views(self.embedder, plan)
         t_embed = time.perf_counter()
-        candidates, relaxed = search_views(self.index, user_id, plan, vectors, k=k, base_filter=flt)
+        candidates, relaxed = search_views(self.index, user_id, plan, vectors, k=k, base_filter=flt,
+                                          fusion=self.fusion)
         if self.mmr_vectors and len(candidates) > k:
             attach_vectors(self.index, user_id, candidates)
         t_retrieve = time.perf_counter()

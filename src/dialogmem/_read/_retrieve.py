@@ -1,7 +1,8 @@
 """Stage 1: metadata-constrained, multi-view coarse retrieval (seed 000 §3.4, seed 003 §2.3).
 
-Every hypothetical query (HQ) is one view and runs as ONE hybrid query on the index (dense +
-BM25 prefetch fused by RRF, filtered by scope + time window + speaker + tier). Seed 000's double
+Every hypothetical query (HQ) is one view and runs as one hybrid query on the index: dense and
+BM25, fused (``_fusion``: a convex combination of the normalised scores by default, or RRF inside
+the index), filtered by scope + time window + speaker + tier. Seed 000's double
 budget: with ``n`` HQs and a final budget ``K`` each view asks for ``ceil(2K / n)`` and the
 union, de-duplicated by id, is cut to ``2K`` candidates.
 
@@ -23,6 +24,7 @@ from pydantic import ConfigDict
 from .._models._embed_base import Embedder
 from .._store._base import IndexFilter, VectorIndex
 from .._types import ScoredRecord
+from ._fusion import Fusion, convex_fusion
 from ._plan import QueryPlan
 
 #: order in which empty-result filters are relaxed
@@ -102,10 +104,22 @@ def embed_views(embedder: Embedder, plan: QueryPlan) -> np.ndarray:
     return cached(texts) if callable(cached) else embedder.embed(texts)
 
 
+def hybrid_view(index: VectorIndex, user_id: str, vector: np.ndarray, text: str, *, limit: int,
+                flt: IndexFilter, prefetch: int, fusion: Fusion) -> list[ScoredRecord]:
+    """One view's dense + BM25 query, fused as ``fusion`` says (see ``_fusion``)."""
+    if fusion.kind == "rrf":
+        return index.hybrid_search(user_id, vector, text, limit=limit, flt=flt, prefetch_limit=prefetch)
+    dense = index.dense_search(user_id, vector, limit=prefetch, flt=flt)
+    lexical = index.lexical_search(user_id, text, limit=prefetch, flt=flt)
+    return convex_fusion(dense, lexical, dense_weight=fusion.dense_weight, limit=limit)
+
+
 def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.ndarray, *, k: int,
-                 base_filter: IndexFilter | None = None) -> tuple[list[Candidate], list[str]]:
+                 base_filter: IndexFilter | None = None, fusion: Fusion | None = None
+                 ) -> tuple[list[Candidate], list[str]]:
     """One hybrid query per view, union by id: at most ``2k`` candidates, best first, and the
     filters that had to be dropped because they matched nothing."""
+    fusion = fusion or Fusion()
     budget = per_view_budget(k, len(plan.hqs))
     prefetch = max(2 * budget, 20)
     merged: dict[str, Candidate] = {}
@@ -113,17 +127,16 @@ def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.
     for hq, vector in zip(plan.hqs, vectors, strict=True):
         text = lexical_text(hq.text, plan)
         relaxed: list[str] = []
-        hits = index.hybrid_search(user_id, vector, text, limit=budget,
-                                   flt=view_filter(plan, hq.route, base_filter), prefetch_limit=prefetch)
+        hits = hybrid_view(index, user_id, vector, text, limit=budget, prefetch=prefetch, fusion=fusion,
+                           flt=view_filter(plan, hq.route, base_filter))
         for step in (s for s in _RELAX_ORDER if s in active_filters(plan, hq.route)):
             if hits:
                 break
             relaxed.append(step)
             if step not in dropped:
                 dropped.append(step)
-            hits = index.hybrid_search(user_id, vector, text, limit=budget,
-                                       flt=view_filter(plan, hq.route, base_filter, relaxed),
-                                       prefetch_limit=prefetch)
+            hits = hybrid_view(index, user_id, vector, text, limit=budget, prefetch=prefetch, fusion=fusion,
+                               flt=view_filter(plan, hq.route, base_filter, relaxed))
         for rank, hit in enumerate(hits):
             seen = merged.get(hit.record.id)
             if seen is None:
@@ -147,8 +160,9 @@ def attach_vectors(index: VectorIndex, user_id: str, candidates: list[Candidate]
 
 
 def coarse_retrieve(index: VectorIndex, embedder: Embedder, user_id: str, plan: QueryPlan, *, k: int,
-                    base_filter: IndexFilter | None = None) -> tuple[list[Candidate], list[str]]:
+                    base_filter: IndexFilter | None = None, fusion: Fusion | None = None
+                    ) -> tuple[list[Candidate], list[str]]:
     """Stage 1 in one call: embed the HQs, run one hybrid query per HQ, union to ≤ 2k (and the
     filters dropped on the way)."""
     vectors = embed_views(embedder, plan)
-    return search_views(index, user_id, plan, vectors, k=k, base_filter=base_filter)
+    return search_views(index, user_id, plan, vectors, k=k, base_filter=base_filter, fusion=fusion)
