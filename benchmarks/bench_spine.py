@@ -72,6 +72,9 @@ def main() -> None:
     ap.add_argument("--path", type=Path, default=None)
     ap.add_argument("--repeat-queries", action="store_true",
                     help="draw from 10 fixed texts (the query cache answers most searches)")
+    ap.add_argument("--fusion", default="",
+                    help="comma-separated read.fusion values (convex,rrf) measured in alternating rounds "
+                         "of 50 queries on the same store (default: the configured one)")
     args = ap.parse_args()
     path = args.path or Path(tempfile.mkdtemp(prefix="dialogmem-bench-"))
     rng = random.Random(7)
@@ -89,28 +92,41 @@ def main() -> None:
                 mem.import_records(batch, vectors=vectors[args.n - len(batch):])
             insert_s = time.perf_counter() - t0
             del vectors
-            mem.search("warm up the embedder", "user0")
             texts = ([rng.choice(QUERIES) for _ in range(args.queries)] if args.repeat_queries
                      else distinct_queries(args.queries))
-            lat: list[float] = []
-            for q in texts:
-                user = f"user{rng.randrange(args.users)}"
-                t = time.perf_counter()
-                mem.search(q, user, limit=10)
-                lat.append((time.perf_counter() - t) * 1000)
-            stages = mem.stats()["latency"]
-            embedder = mem._parts.embedder
-            print(f"embedder                 {getattr(embedder, 'identity', type(embedder).__name__)}"
-                  f"{' (repeated queries)' if args.repeat_queries else ' (distinct queries)'}")
-            print(f"memories                 {args.n:,} over {args.users:,} users")
-            print(f"bulk insert              {args.n / insert_s:,.0f} memories/s ({insert_s:.1f} s)")
-            print(f"Memory.search p50        {statistics.median(lat):.2f} ms")
-            print(f"Memory.search p95        {percentile(lat, 95):.2f} ms")
-            print(f"Memory.search mean       {statistics.fmean(lat):.2f} ms ({len(lat)} queries)")
-            for stage, u in sorted(stages.items()):
-                if u["calls"]:
-                    print(f"  {stage:<22} mean {u['latency_ms'] / u['calls']:.2f} ms")
-            print(f"RSS                      {rss_mb():.0f} MB")
+            users = [f"user{rng.randrange(args.users)}" for _ in texts]
+        fusions = [f for f in args.fusion.split(",") if f] or [None]
+        lat: dict[str | None, list[float]] = {f: [] for f in fusions}
+        stages: dict[str | None, dict[str, list[float]]] = {f: {} for f in fusions}  # stage: [calls, ms]
+        for start in range(0, len(texts), 50):
+            for fusion in fusions:
+                overrides = {"read": {"fusion": fusion}} if fusion else {}
+                with Memory(data_dir=path, **overrides) as mem:
+                    mem.search("warm up the embedder", "user0")
+                    before = mem.stats()["latency"]
+                    for q, user in zip(texts[start:start + 50], users[start:start + 50], strict=True):
+                        t = time.perf_counter()
+                        mem.search(q, user, limit=10)
+                        lat[fusion].append((time.perf_counter() - t) * 1000)
+                    for stage, u in mem.stats()["latency"].items():
+                        b = before.get(stage, {"calls": 0, "latency_ms": 0.0})
+                        acc = stages[fusion].setdefault(stage, [0, 0.0])
+                        acc[0] += u["calls"] - b["calls"]
+                        acc[1] += u["latency_ms"] - b["latency_ms"]
+                    embedder = mem._parts.embedder
+        print(f"embedder                 {getattr(embedder, 'identity', type(embedder).__name__)}"
+              f"{' (repeated queries)' if args.repeat_queries else ' (distinct queries)'}")
+        print(f"memories                 {args.n:,} over {args.users:,} users")
+        print(f"bulk insert              {args.n / insert_s:,.0f} memories/s ({insert_s:.1f} s)")
+        for fusion in fusions:
+            name = f" [{fusion}]" if fusion else ""
+            print(f"Memory.search p50{name:<8} {statistics.median(lat[fusion]):.2f} ms")
+            print(f"Memory.search p95{name:<8} {percentile(lat[fusion], 95):.2f} ms")
+            print(f"Memory.search mean{name:<7} {statistics.fmean(lat[fusion]):.2f} ms ({len(lat[fusion])} queries)")
+            for stage, (calls, ms) in sorted(stages[fusion].items()):
+                if calls:
+                    print(f"  {stage:<22} mean {ms / calls:.2f} ms")
+        print(f"RSS                      {rss_mb():.0f} MB")
     finally:
         if args.path is None:
             shutil.rmtree(path, ignore_errors=True)

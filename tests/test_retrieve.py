@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from dialogmem._errors import InputError
 from dialogmem._models import LocalEmbedder, ScriptedLLM
 from dialogmem._read import (
     Fusion,
@@ -24,13 +25,13 @@ from dialogmem._read import (
     RuleSelector,
     coarse_retrieve,
     context_tokens,
-    convex_fusion,
     per_view_budget,
     render_context,
     to_hit,
 )
 from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint
-from dialogmem._types import MemoryRecord, ScoredRecord
+from dialogmem._store._fusion import convex_fusion
+from dialogmem._types import MemoryRecord
 from dialogmem._usage import UsageTracker
 
 BASE = datetime(2023, 5, 1, 10, 0, tzinfo=UTC)
@@ -87,31 +88,18 @@ def index(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder):
 
 
 class RecordingIndex:
-    """The real index, with the arguments of every search call kept (a spy, not a fake): ``calls``
-    holds one entry per view query (a ``hybrid_search``, or the ``lexical_search`` that ends a
-    convex-fusion view), ``kinds`` the name of every index search made."""
+    """The real index, with every ``hybrid_search`` call's arguments kept (a spy, not a fake)."""
 
     def __init__(self, inner: EdgeIndex) -> None:
         self.inner = inner
         self.dim = inner.dim
         self.calls: list[dict] = []
-        self.kinds: list[str] = []
 
-    def hybrid_search(self, user_id, vector, text, *, limit, flt=None, prefetch_limit=None):
+    def hybrid_search(self, user_id, vector, text, *, limit, flt=None, prefetch_limit=None, dense_weight=None):
         hits = self.inner.hybrid_search(user_id, vector, text, limit=limit, flt=flt,
-                                        prefetch_limit=prefetch_limit)
-        self.kinds.append("hybrid")
-        self.calls.append({"user_id": user_id, "text": text, "limit": limit, "flt": flt, "n": len(hits)})
-        return hits
-
-    def dense_search(self, user_id, vector, *, limit, flt=None):
-        self.kinds.append("dense")
-        return self.inner.dense_search(user_id, vector, limit=limit, flt=flt)
-
-    def lexical_search(self, user_id, text, *, limit, flt=None):
-        hits = self.inner.lexical_search(user_id, text, limit=limit, flt=flt)
-        self.kinds.append("lexical")
-        self.calls.append({"user_id": user_id, "text": text, "limit": limit, "flt": flt, "n": len(hits)})
+                                        prefetch_limit=prefetch_limit, dense_weight=dense_weight)
+        self.calls.append({"user_id": user_id, "text": text, "limit": limit, "flt": flt, "n": len(hits),
+                           "prefetch": prefetch_limit, "dense_weight": dense_weight})
         return hits
 
     def __getattr__(self, name: str):
@@ -135,7 +123,7 @@ def test_budget_split_union_and_final_k(index, embedder) -> None:
     plan = _plan(texts)
     candidates, _relaxed = coarse_retrieve(spy, embedder, "alice", plan, k=4, fusion=Fusion(kind="rrf"))
     assert [c["limit"] for c in spy.calls] == [per_view_budget(4, 3)] * 3 == [3, 3, 3]
-    assert spy.kinds == ["hybrid"] * 3
+    assert [c["dense_weight"] for c in spy.calls] == [None] * 3  # RRF
     assert len(candidates) <= 8  # 2K
     assert len({c.record.id for c in candidates}) == len(candidates)
     assert all(1 <= c.views <= 3 for c in candidates)
@@ -152,48 +140,51 @@ def test_budget_split_union_and_final_k(index, embedder) -> None:
     assert set(result.timings_ms) == {"plan", "embed", "retrieve", "select"}
 
 
-def _scored(pairs: list[tuple[str, float]]) -> list[ScoredRecord]:
-    return [ScoredRecord(record=_record("alice", int(i), "Alice", f"memory {i}", 0, "mtm"), score=s)
-            for i, s in pairs]
-
-
 def test_convex_fusion_normalises_each_list_and_weighs_them() -> None:
-    ids = {i: str(uuid.uuid5(uuid.NAMESPACE_URL, f"alice/{i}")) for i in range(4)}
-    dense = _scored([(0, 0.9), (1, 0.5), (2, 0.1)])  # min-max: 1, 0.5, 0
-    lexical = _scored([(1, 12.0), (3, 4.0)])  # min-max: 1, 0
+    dense = [("a", 0.9), ("b", 0.5), ("c", 0.1)]  # min-max: 1, 0.5, 0
+    lexical = [("b", 12.0), ("d", 4.0)]  # min-max: 1, 0
     got = convex_fusion(dense, lexical, dense_weight=0.4, limit=10)
-    scores = {h.record.id: round(h.score, 6) for h in got}
-    assert scores == {ids[0]: 0.4, ids[1]: 0.8, ids[2]: 0.0, ids[3]: 0.0}
-    assert [h.record.id for h in got][:2] == [ids[1], ids[0]]
-    # ties are broken by id, and the limit cuts the union
-    tail = sorted([ids[2], ids[3]])
-    assert [h.record.id for h in got][2:] == tail
+    assert [(i, round(s, 6)) for i, s in got] == [("b", 0.8), ("a", 0.4), ("c", 0.0), ("d", 0.0)]  # ties by id
     assert len(convex_fusion(dense, lexical, dense_weight=0.4, limit=2)) == 2
     # the weight decides: dense alone, BM25 alone
-    assert convex_fusion(dense, lexical, dense_weight=1.0, limit=1)[0].record.id == ids[0]
-    assert convex_fusion(dense, lexical, dense_weight=0.0, limit=1)[0].record.id == ids[1]
+    assert convex_fusion(dense, lexical, dense_weight=1.0, limit=1)[0][0] == "a"
+    assert convex_fusion(dense, lexical, dense_weight=0.0, limit=1)[0][0] == "b"
     # one-sided and empty lists; equal scores count as the top of their list
-    assert [h.score for h in convex_fusion(_scored([(0, 0.3), (1, 0.3)]), [], dense_weight=0.4, limit=5)] \
+    assert [s for _, s in convex_fusion([("a", 0.3), ("b", 0.3)], [], dense_weight=0.4, limit=5)] \
         == pytest.approx([0.4, 0.4])
     assert convex_fusion([], [], dense_weight=0.4, limit=5) == []
 
 
-def test_convex_view_runs_dense_and_lexical_queries(index, embedder) -> None:
+def test_convex_fusion_on_the_index(index, embedder) -> None:
+    vector = embedder.embed_query("Alice's dog Biscuit")
+    got = index.hybrid_search("alice", vector, "Alice's dog Biscuit", limit=3, prefetch_limit=12, dense_weight=0.4)
+    dense = index.dense_search("alice", vector, limit=12)
+    lexical = index.lexical_search("alice", "Alice's dog Biscuit", limit=12)
+    expected = convex_fusion([(h.record.id, h.score) for h in dense], [(h.record.id, h.score) for h in lexical],
+                             dense_weight=0.4, limit=3)
+    assert [(h.record.id, round(h.score, 6)) for h in got] == [(i, round(s, 6)) for i, s in expected]
+    assert all(h.record.user_id == "alice" for h in got) and "Biscuit" in got[0].record.memory
+    assert index.hybrid_search("nobody", vector, "dog", limit=3, dense_weight=0.4) == []
+    with pytest.raises(InputError, match="dense_weight"):
+        index.hybrid_search("alice", vector, "dog", limit=3, dense_weight=1.5)
+
+
+def test_convex_views_pass_the_weight(index, embedder) -> None:
     spy = RecordingIndex(index)
     plan = _plan(["Alice's dog", "bicycle purchase"])
-    candidates, _ = coarse_retrieve(spy, embedder, "alice", plan, k=3, fusion=Fusion(dense_weight=0.4))
-    assert spy.kinds == ["dense", "lexical"] * 2
-    assert [c["limit"] for c in spy.calls] == [max(2 * per_view_budget(3, 2), 20)] * 2  # prefetch per list
-    assert 0 < len(candidates) <= 6
-    assert all(c.record.user_id == "alice" for c in candidates)
+    candidates, _ = coarse_retrieve(spy, embedder, "alice", plan, k=3, fusion=Fusion(dense_weight=0.3))
+    assert [(c["limit"], c["prefetch"], c["dense_weight"]) for c in spy.calls] == [(3, 20, 0.3)] * 2
+    assert 0 < len(candidates) <= 6 and all(c.record.user_id == "alice" for c in candidates)
     texts = [c.record.memory for c in candidates]
     assert any("Biscuit" in t for t in texts) and any("bicycle" in t for t in texts)
-    # the convex scores are in [0, 1]; the pipeline passes its fusion on
-    assert all(0.0 <= c.score <= 1.0 for c in candidates)
-    spy.kinds.clear()
+    spy.calls.clear()
+    ReadPipeline(spy, embedder, RulePlanner(), RuleSelector()).search("Alice's dog", "alice", limit=2,
+                                                                      reference_time=REF)
+    assert {c["dense_weight"] for c in spy.calls} == {0.4}  # the default
+    spy.calls.clear()
     ReadPipeline(spy, embedder, RulePlanner(), RuleSelector(), fusion=Fusion(kind="rrf")).search(
         "Alice's dog", "alice", limit=2, reference_time=REF)
-    assert set(spy.kinds) == {"hybrid"}
+    assert {c["dense_weight"] for c in spy.calls} == {None}
 
 
 def test_time_window_is_respected(index, embedder) -> None:

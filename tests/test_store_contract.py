@@ -178,12 +178,14 @@ def test_scope_isolation_on_every_method(index: VectorIndex) -> None:
     assert index.dense_search("bob", q, limit=5) == []
     assert index.lexical_search("bob", "zqvorth", limit=5) == []
     assert index.hybrid_search("bob", q, "zqvorth", limit=5) == []
+    assert index.hybrid_search("bob", q, "zqvorth", limit=5, dense_weight=0.4) == []
     assert index.dense_search_batch("bob", vecs, limit=5) == [[], [], []]
     assert index.delete_user("bob") == 0
     # alice is untouched by all of the above
     assert index.count("alice") == 3
     assert {r.memory for r, _ in index.retrieve(ids, "alice")} == {r.memory for r in recs}
     assert {h.record.user_id for h in index.hybrid_search("alice", q, "zqvorth", limit=5)} == {"alice"}
+    assert {h.record.id for h in index.hybrid_search("alice", q, "zqvorth", limit=5, dense_weight=0.4)} == set(ids)
 
 
 # -- filters -----------------------------------------------------------------------------------
@@ -226,6 +228,8 @@ def test_filters_match_a_python_predicate(index: VectorIndex, name: str) -> None
     assert {h.record.id for h in index.dense_search("u1", vecs[0], limit=100, flt=flt)} == expected
     assert {h.record.id for h in index.lexical_search("u1", "trip note", limit=100, flt=flt)} == expected
     assert {h.record.id for h in index.hybrid_search("u1", vecs[0], "trip", limit=100, flt=flt)} == expected
+    convex = index.hybrid_search("u1", vecs[0], "trip", limit=100, flt=flt, dense_weight=0.4)
+    assert {h.record.id for h in convex} == expected
 
 
 def test_id_filters(index: VectorIndex) -> None:
@@ -291,6 +295,14 @@ def test_hybrid_finds_lexical_only_and_semantic_only_matches(index: VectorIndex,
     assert hybrid[0].record.memory == LEXICAL_ONLY  # in both lists, so first after RRF
     assert all(0 < h.score <= 2 / 60 for h in hybrid)  # RRF scores, not cosine
     assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
+    # convex fusion finds both too; its scores are the weighted min-max scores, in [0, 1]
+    convex = index.hybrid_search("u1", qv, QUERY, limit=k, dense_weight=0.4)
+    assert {LEXICAL_ONLY, SEMANTIC_ONLY} <= {h.record.memory for h in convex}
+    assert all(0.0 <= h.score <= 1.0 for h in convex)
+    assert [h.score for h in convex] == sorted((h.score for h in convex), reverse=True)
+    assert index.hybrid_search("u1", qv, QUERY, limit=1, dense_weight=1.0)[0].record.memory == \
+        dense[0]
+    assert index.hybrid_search("u1", qv, QUERY, limit=1, dense_weight=0.0)[0].record.memory == LEXICAL_ONLY
     # keywords are searchable terms too
     kw = record("u1", "A note without the word", keywords=["Quillbeck"])
     index.upsert([IndexPoint(record=kw, vector=embed([kw.memory])[0])])
@@ -302,6 +314,8 @@ def test_hybrid_with_text_that_has_no_terms(index: VectorIndex) -> None:
     vecs = put(index, recs)
     hits = index.hybrid_search("u1", vecs[2], "the of and", limit=3)
     assert hits[0].record.id == recs[2].id and len(hits) == 3
+    convex = index.hybrid_search("u1", vecs[2], "the of and", limit=3, dense_weight=0.4)
+    assert convex[0].record.id == recs[2].id and len(convex) == 3
     assert index.lexical_search("u1", "", limit=3) == []
 
 
@@ -446,10 +460,29 @@ def test_edge_keeps_payloads_in_memory(tmp_path: Path) -> None:
 
 
 def _edge_search_threads() -> int:
+    """Edge search threads of this process, once the count has held still for 50 ms: the pools of
+    shards that earlier tests closed end asynchronously and would otherwise move it under a test."""
+    import contextlib
+    import gc
     import os
+    import time
 
-    names = [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")]
-    return sum(1 for n in names if n.startswith("edge-search-"))
+    def count() -> int:
+        names = []
+        for t in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):  # the thread ended while we looked
+                names.append(Path(f"/proc/self/task/{t}/comm").read_text().strip())
+        return sum(1 for n in names if n.startswith("edge-search-"))
+
+    gc.collect()
+    last, deadline = count(), time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = count()
+        if now == last:
+            return now
+        last = now
+    return last
 
 
 def test_edge_search_pool_is_sized_by_the_setting(tmp_path: Path) -> None:

@@ -6,6 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+#: the dense side's weight in convex fusion (read.dense_weight; measured in _store/_fusion.py)
+DENSE_WEIGHT = 0.4
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -82,8 +85,8 @@ class ReadSettings(_Section):
     fusion: Literal["convex", "rrf"] = Field("convex", description=(
         "How a view's dense and BM25 results are fused: convex, dense_weight times the dense score "
         "plus the rest times the BM25 score, each min-max normalised over its list (two index queries); "
-        "rrf, reciprocal rank fusion inside the index (one query). Measured in _read/_fusion.py."))
-    dense_weight: float = Field(0.4, ge=0.0, le=1.0, description=(
+        "rrf, reciprocal rank fusion inside the index (one query). Measured in _store/_fusion.py."))
+    dense_weight: float = Field(DENSE_WEIGHT, ge=0.0, le=1.0, description=(
         "The dense side's weight in convex fusion (0: BM25 alone, 1: dense alone)."))
     # access_count / last_accessed of the hits, batched and written outside the search itself
     track_access: bool = True

@@ -2,7 +2,6 @@
 
 from ._answer import Answer, AnswerOutput
 from ._factory import make_planner, make_selector
-from ._fusion import Fusion, convex_fusion
 from ._pipeline import ReadPipeline, ReadResult, context_tokens, describe_plan, render_context, to_hit
 from ._plan import (
     HypotheticalQuery,
@@ -15,7 +14,7 @@ from ._plan import (
     k_for,
     match_speakers,
 )
-from ._retrieve import Candidate, coarse_retrieve, per_view_budget
+from ._retrieve import Candidate, Fusion, coarse_retrieve, per_view_budget
 from ._select import LLMSelector, RuleSelector, Selector, SelectOutput
 from ._temporal import TimeWindow, parse_time_window
 
@@ -39,7 +38,6 @@ __all__ = [
     "TimeWindow",
     "coarse_retrieve",
     "context_tokens",
-    "convex_fusion",
     "describe_plan",
     "estimate_complexity",
     "k_for",

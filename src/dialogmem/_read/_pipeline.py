@@ -20,9 +20,8 @@ from .._models._embed_base import Embedder
 from .._store._base import IndexFilter, VectorIndex
 from .._types import ScoredRecord, SearchHit, SearchPlan, render_context
 from .._usage import UsageTracker
-from ._fusion import Fusion
 from ._plan import Planner, QueryPlan
-from ._retrieve import active_filters, attach_vectors, embed_views, search_views
+from ._retrieve import Fusion, active_filters, attach_vectors, embed_views, search_views
 from ._select import Selector
 
 

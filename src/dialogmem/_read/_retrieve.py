@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .._models._embed_base import Embedder
+from .._settings import DENSE_WEIGHT
 from .._store._base import IndexFilter, VectorIndex
 from .._types import ScoredRecord
-from ._fusion import Fusion, convex_fusion
 from ._plan import QueryPlan
 
 #: order in which empty-result filters are relaxed
@@ -104,14 +104,26 @@ def embed_views(embedder: Embedder, plan: QueryPlan) -> np.ndarray:
     return cached(texts) if callable(cached) else embedder.embed(texts)
 
 
+class Fusion(BaseModel):
+    """How a view's dense and BM25 results are fused (``read.fusion``, ``read.dense_weight``):
+    ``convex`` weighs the min-max normalised scores (``_store/_fusion.py``, with the measurements),
+    ``rrf`` fuses by rank."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["convex", "rrf"] = "convex"
+    dense_weight: float = Field(DENSE_WEIGHT, ge=0.0, le=1.0)
+
+    def weight(self) -> float | None:
+        """What ``VectorIndex.hybrid_search`` takes as ``dense_weight`` (None: RRF)."""
+        return None if self.kind == "rrf" else self.dense_weight
+
+
 def hybrid_view(index: VectorIndex, user_id: str, vector: np.ndarray, text: str, *, limit: int,
                 flt: IndexFilter, prefetch: int, fusion: Fusion) -> list[ScoredRecord]:
-    """One view's dense + BM25 query, fused as ``fusion`` says (see ``_fusion``)."""
-    if fusion.kind == "rrf":
-        return index.hybrid_search(user_id, vector, text, limit=limit, flt=flt, prefetch_limit=prefetch)
-    dense = index.dense_search(user_id, vector, limit=prefetch, flt=flt)
-    lexical = index.lexical_search(user_id, text, limit=prefetch, flt=flt)
-    return convex_fusion(dense, lexical, dense_weight=fusion.dense_weight, limit=limit)
+    """One view's dense + BM25 query, fused as ``fusion`` says."""
+    return index.hybrid_search(user_id, vector, text, limit=limit, flt=flt, prefetch_limit=prefetch,
+                               dense_weight=fusion.weight())
 
 
 def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.ndarray, *, k: int,

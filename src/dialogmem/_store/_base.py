@@ -83,9 +83,11 @@ class VectorIndex(Protocol):
         """Page through records in scope ordered by id; returns (records, next_offset)."""
 
     def hybrid_search(self, user_id: str, vector: np.ndarray, text: str, *, limit: int,
-                      flt: IndexFilter | None = None, prefetch_limit: int | None = None
-                      ) -> list[ScoredRecord]:
-        """ONE query: dense prefetch + BM25 prefetch fused with RRF, filtered by scope + flt."""
+                      flt: IndexFilter | None = None, prefetch_limit: int | None = None,
+                      dense_weight: float | None = None) -> list[ScoredRecord]:
+        """Dense + BM25 in scope + flt, ``prefetch_limit`` candidates from each side: fused with RRF
+        in one query, or with ``dense_weight`` by a convex combination of the min-max normalised
+        scores (``_fusion``; one batch request of ids and scores, then the top ``limit`` payloads)."""
 
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
                      flt: IndexFilter | None = None) -> list[ScoredRecord]:

@@ -102,7 +102,7 @@ class EdgeIndex(ScopedIndex):
             answers = [self._shard.query(requests[0])]
         else:
             answers = self._shard.query_batch(q.QueryBatchRequest(requests))
-        return [[(p.payload, p.score) for p in points] for points in answers]
+        return [[(str(p.id), p.payload, p.score) for p in points] for points in answers]
 
     def _flush(self) -> None:
         self._shard.flush()
@@ -142,14 +142,14 @@ def _request(spec: SearchSpec) -> q.QueryRequest:
                        filter=flt),
         ]
         return q.QueryRequest(limit=spec.limit, prefetches=prefetches, query=q.Fusion.Rrf(k=RRF_K),
-                              filter=flt, with_payload=True)
+                              filter=flt, with_payload=spec.with_payload)
     if spec.dense is not None:
         query = q.Query.Nearest(spec.dense, using=DENSE)
     elif spec.sparse is not None:
         query = q.Query.Nearest(spec.sparse, using=SPARSE)
     else:
         raise StoreError("a search needs a dense or a sparse vector")
-    return q.QueryRequest(limit=spec.limit, query=query, filter=flt, with_payload=True)
+    return q.QueryRequest(limit=spec.limit, query=query, filter=flt, with_payload=spec.with_payload)
 
 
 def _filter(spec: FilterSpec) -> q.Filter:

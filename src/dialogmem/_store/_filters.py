@@ -69,6 +69,7 @@ class SearchSpec:
     dense: list[float] | None = None
     sparse: qdrant_edge.SparseVector | None = None
     prefetch_limit: int = 0
+    with_payload: bool = True  # False: ids and scores only
 
     @property
     def hybrid(self) -> bool:

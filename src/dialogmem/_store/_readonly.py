@@ -60,9 +60,10 @@ class ReadOnlyIndex:
         return self._shard(user_id).scroll(user_id, flt, limit=limit, offset=offset)
 
     def hybrid_search(self, user_id: str, vector: np.ndarray, text: str, *, limit: int,
-                      flt: IndexFilter | None = None, prefetch_limit: int | None = None) -> list[ScoredRecord]:
+                      flt: IndexFilter | None = None, prefetch_limit: int | None = None,
+                      dense_weight: float | None = None) -> list[ScoredRecord]:
         return self._shard(user_id).hybrid_search(user_id, vector, text, limit=limit, flt=flt,
-                                                  prefetch_limit=prefetch_limit)
+                                                  prefetch_limit=prefetch_limit, dense_weight=dense_weight)
 
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
                      flt: IndexFilter | None = None) -> list[ScoredRecord]:

@@ -109,7 +109,7 @@ class RemoteIndex(ScopedIndex):
     def _query(self, specs: list[SearchSpec]) -> list[list[Scored]]:
         requests = [_request(s) for s in specs]
         answers = self._client.query_batch_points(self.collection, requests=requests)
-        return [[(p.payload, p.score) for p in answer.points] for answer in answers]
+        return [[(str(p.id), p.payload, p.score) for p in answer.points] for answer in answers]
 
     def _flush(self) -> None:
         # Every write above waits for the server's acknowledgement; durability is the server's.
@@ -132,13 +132,13 @@ def _request(spec: SearchSpec) -> m.QueryRequest:
                        filter=flt),
         ]
         return m.QueryRequest(prefetch=prefetch, query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)), filter=flt,
-                              limit=spec.limit, with_payload=True)
+                              limit=spec.limit, with_payload=spec.with_payload)
     if spec.dense is not None:
         return m.QueryRequest(query=spec.dense, using=DENSE, filter=flt, limit=spec.limit,
-                              with_payload=True)
+                              with_payload=spec.with_payload)
     if spec.sparse is not None:
         return m.QueryRequest(query=_sparse(spec.sparse), using=SPARSE, filter=flt,
-                              limit=spec.limit, with_payload=True)
+                              limit=spec.limit, with_payload=spec.with_payload)
     raise StoreError("a search needs a dense or a sparse vector")
 
 

@@ -19,6 +19,7 @@ from .._errors import InputError, StoreError
 from .._types import MemoryRecord, ScoredRecord
 from ._base import IndexFilter, IndexPoint
 from ._filters import FilterSpec, SearchSpec, scope
+from ._fusion import convex_fusion
 from ._payload import (
     Bm25Encoder,
     backend_errors,
@@ -36,7 +37,7 @@ from ._payload import (
 
 #: what a primitive returns per point: payload and (when asked) the named vectors
 Hit = tuple[dict[str, Any] | None, Any]
-Scored = tuple[dict[str, Any] | None, float]
+Scored = tuple[str, dict[str, Any] | None, float]  # (point id, payload or None, score)
 
 
 class ScopedIndex(ABC):
@@ -138,12 +139,24 @@ class ScopedIndex(ABC):
         return list(self._records(hits, with_vectors)), nxt
 
     def hybrid_search(self, user_id: str, vector: np.ndarray, text: str, *, limit: int,
-                      flt: IndexFilter | None = None, prefetch_limit: int | None = None
-                      ) -> list[ScoredRecord]:
-        spec = SearchSpec(scope(user_id, flt), check_limit(limit), dense=dense_list(vector, self.dim),
-                          sparse=self._bm25.query(text),
-                          prefetch_limit=prefetch_size(limit, prefetch_limit))
-        return self._search([spec], "hybrid_search")[0]
+                      flt: IndexFilter | None = None, prefetch_limit: int | None = None,
+                      dense_weight: float | None = None) -> list[ScoredRecord]:
+        where, dense, sparse = scope(user_id, flt), dense_list(vector, self.dim), self._bm25.query(text)
+        check_limit(limit)
+        prefetch = prefetch_size(limit, prefetch_limit)
+        if dense_weight is None:
+            spec = SearchSpec(where, limit, dense=dense, sparse=sparse, prefetch_limit=prefetch)
+            return self._search([spec], "hybrid_search")[0]
+        if not 0.0 <= dense_weight <= 1.0:
+            raise InputError(f"dense_weight must be between 0 and 1, got {dense_weight}")
+        with self._io("hybrid_search"):
+            by_dense, by_bm25 = self._query([SearchSpec(where, prefetch, dense=dense, with_payload=False),
+                                             SearchSpec(where, prefetch, sparse=sparse, with_payload=False)])
+            fused = convex_fusion([(i, s) for i, _, s in by_dense], [(i, s) for i, _, s in by_bm25],
+                                  dense_weight=dense_weight, limit=limit)
+            hits, _ = self._scroll(scope(user_id, ids=[i for i, _ in fused]), max(1, len(fused)), None, False)
+        records = {point_id(r.id): r for r, _ in self._records(hits, False)}
+        return [ScoredRecord(record=records[i], score=s) for i, s in fused if i in records]
 
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
                      flt: IndexFilter | None = None) -> list[ScoredRecord]:
@@ -173,7 +186,7 @@ class ScopedIndex(ABC):
         with self._io(operation):
             answers = self._query(specs)
         return [[ScoredRecord(record=from_payload(payload), score=float(score))
-                 for payload, score in hits] for hits in answers]
+                 for _, payload, score in hits] for hits in answers]
 
     @staticmethod
     def _records(hits: list[Hit], with_vectors: bool
@@ -233,7 +246,7 @@ class ScopedIndex(ABC):
 
     @abstractmethod
     def _query(self, specs: list[SearchSpec]) -> list[list[Scored]]:
-        """All searches in one request; (payload, score) per hit."""
+        """All searches in one request; (canonical point id, payload or None, score) per hit."""
 
     @abstractmethod
     def _flush(self) -> None: ...
