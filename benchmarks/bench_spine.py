@@ -119,10 +119,10 @@ def main() -> None:
         print(f"memories                 {args.n:,} over {args.users:,} users")
         print(f"bulk insert              {args.n / insert_s:,.0f} memories/s ({insert_s:.1f} s)")
         for fusion in fusions:
-            name = f" [{fusion}]" if fusion else ""
-            print(f"Memory.search p50{name:<8} {statistics.median(lat[fusion]):.2f} ms")
-            print(f"Memory.search p95{name:<8} {percentile(lat[fusion], 95):.2f} ms")
-            print(f"Memory.search mean{name:<7} {statistics.fmean(lat[fusion]):.2f} ms ({len(lat[fusion])} queries)")
+            name, ms = f" [{fusion}]" if fusion else "", lat[fusion]
+            print(f"{'Memory.search p50' + name:<26}{statistics.median(ms):.2f} ms")
+            print(f"{'Memory.search p95' + name:<26}{percentile(ms, 95):.2f} ms")
+            print(f"{'Memory.search mean' + name:<26}{statistics.fmean(ms):.2f} ms ({len(ms)} queries)")
             for stage, (calls, ms) in sorted(stages[fusion].items()):
                 if calls:
                     print(f"  {stage:<22} mean {ms / calls:.2f} ms")

@@ -488,3 +488,33 @@ def test_questions_answered_before_a_kill_are_not_asked_again(tmp_path: Path, em
     assert results["systems"]["naive-bm25"]["qa"]["overall"]["n"] + \
         results["systems"]["naive-bm25"]["qa"]["adversarial"]["n"] == total
     assert not list((tmp_path / "state" / "units").glob("*.partial"))
+
+
+def test_naive_convex_is_naive_hybrid_with_the_read_paths_fusion(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    """The naive-convex baseline ranks the same raw turns as naive-hybrid, fused as dialogmem's read
+    path fuses (read.dense_weight), so that the fusion's gain is not credited to dialogmem alone."""
+    from dialogmem._settings import DENSE_WEIGHT
+    from dialogmem._store._fusion import convex_fusion
+
+    conv = load_locomo(LOCOMO, ["conv-demo-2"]).conversations[0]
+    convex, rrf = NaiveRAG("convex", tmp_path / "c", embedder), NaiveRAG("hybrid", tmp_path / "h", embedder)
+    assert convex.name == "naive-convex"
+    for system in (convex, rrf):
+        system.ingest(conv)
+    try:
+        for q in conv.questions:
+            got = convex.search(q, 5).hits
+            vector = embedder.embed_query(q.question)
+            dense = convex._index.dense_search(conv.scope, vector, limit=50)  # the default prefetch
+            lexical = convex._index.lexical_search(conv.scope, q.question, limit=50)
+            expected = convex_fusion([(h.record.id, h.score) for h in dense],
+                                     [(h.record.id, h.score) for h in lexical], dense_weight=DENSE_WEIGHT, limit=5)
+            assert [h.id for h in got] == [i for i, _ in expected], q.id
+            assert all(0.0 <= h.score <= 1.0 for h in got)
+            assert all(h.score <= 2 / 60 + 1e-6 for h in rrf.search(q, 5).hits)  # RRF scores: the other fusion
+    finally:
+        convex.close()
+        rrf.close()
+    assert "naive-convex" in spec(tmp_path, systems=None).chosen_systems()  # a default retrieval baseline
+    with pytest.raises(InputError, match="unknown system"):
+        spec(tmp_path, systems=["naive-rrf"]).chosen_systems()

@@ -20,12 +20,13 @@ from .._models import Embedder, LLMClient
 from .._prompts import answer_v2 as plain_prompt
 from .._prompts.answer_v2 import ContextLine
 from .._prompts.judge import reader_messages
+from .._settings import DENSE_WEIGHT
 from .._store import EdgeIndex, IndexPoint
 from .._types import MemoryRecord, ScoredRecord
 from ._loaders import BenchConversation, BenchQuestion, BenchTurn
 from ._systems import AnswerOutcome, IngestCost, RetrievedHit, SearchOutcome, count_tokens
 
-NaiveMode = Literal["dense", "bm25", "hybrid"]
+NaiveMode = Literal["dense", "bm25", "hybrid", "convex"]
 _NS = uuid.UUID("0f3c7d52-8a1e-4b6f-9d2c-5e7a1b3c9f40")
 _EMBED_BATCH = 256
 # room kept free in the reader's window for the instructions, the question and the answer
@@ -50,15 +51,17 @@ def _record(conversation: BenchConversation, turn: BenchTurn, now: float) -> Mem
 
 
 class NaiveRAG:
-    """Raw turns in one Edge shard; ``mode`` picks dense, BM25 or hybrid RRF search."""
+    """Raw turns in one Edge shard; ``mode`` picks dense, BM25, hybrid (RRF, the fusion a user gets
+    from a vector database's hybrid query) or convex (dialogmem's own fusion, ``read.dense_weight``:
+    the baseline with the read path's fusion gain, so that the gain is not counted as dialogmem's)."""
 
     retrieval = True
 
     def __init__(self, mode: NaiveMode, scratch: Path, embedder: Embedder, *,
                  reader: LLMClient | None = None, answer_k: int = 10,
                  reference_time: datetime | None = None) -> None:
-        if mode not in ("dense", "bm25", "hybrid"):
-            raise ConfigError(f"unknown naive RAG mode {mode!r}: use dense, bm25 or hybrid")
+        if mode not in ("dense", "bm25", "hybrid", "convex"):
+            raise ConfigError(f"unknown naive RAG mode {mode!r}: use dense, bm25, hybrid or convex")
         self.name = f"naive-{mode}"
         self.mode = mode
         self._embedder = embedder
@@ -92,7 +95,8 @@ class NaiveRAG:
         vector = self._embedder.embed_query(text)
         if self.mode == "dense":
             return self._index.dense_search(scope, vector, limit=k)
-        return self._index.hybrid_search(scope, vector, text, limit=k)
+        return self._index.hybrid_search(scope, vector, text, limit=k,
+                                         dense_weight=DENSE_WEIGHT if self.mode == "convex" else None)
 
     def _search(self, text: str, k: int) -> list[RetrievedHit]:
         return [RetrievedHit(id=s.record.id, text=str(s.record.metadata.get("line", s.record.memory)),

@@ -33,8 +33,8 @@ from ._systems import AnswerOutcome, BenchSystem, SystemFactory
 
 logger = logging.getLogger(__name__)
 
-SYSTEMS = ("dialogmem", "naive-dense", "naive-bm25", "naive-hybrid", "full-context")
-RETRIEVAL_SYSTEMS = SYSTEMS[:4]
+SYSTEMS = ("dialogmem", "naive-dense", "naive-bm25", "naive-hybrid", "naive-convex", "full-context")
+RETRIEVAL_SYSTEMS = tuple(s for s in SYSTEMS if s != "full-context")
 
 
 class BenchSpec(BaseModel):
@@ -136,7 +136,7 @@ def load_dataset(spec: BenchSpec) -> BenchDataset:
 def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, SystemFactory]:
     """The real systems: dialogmem through the facade, and the baselines on one shared embedder."""
     from .._models import make_embedder
-    from ._baselines import FullContext, NaiveRAG
+    from ._baselines import FullContext, NaiveMode, NaiveRAG
     from ._systems import DialogmemSystem
 
     embedder = make_embedder(spec.config.embedder)
@@ -146,7 +146,7 @@ def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, Sy
     elif cfg.llm.backend == "none":
         raise ConfigError(f"--mode {spec.mode} needs an LLM for dialogmem: pass --llm or configure [llm]")
 
-    def naive(mode: Literal["dense", "bm25", "hybrid"]) -> SystemFactory:
+    def naive(mode: NaiveMode) -> SystemFactory:
         return lambda conv, scratch: NaiveRAG(mode, scratch, embedder, reader=reader, answer_k=spec.answer_k,
                                               reference_time=conv.last_time())
 
@@ -155,6 +155,7 @@ def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, Sy
         "naive-dense": naive("dense"),
         "naive-bm25": naive("bm25"),
         "naive-hybrid": naive("hybrid"),
+        "naive-convex": naive("convex"),
         "full-context": lambda conv, scratch: FullContext(reader, window_tokens=cfg.llm.n_ctx,
                                                           answer_tokens=min(cfg.llm.max_tokens, 128)),
     }
