@@ -307,6 +307,14 @@ def test_hybrid_finds_lexical_only_and_semantic_only_matches(index: VectorIndex,
     kw = record("u1", "A note without the word", keywords=["Quillbeck"])
     index.upsert([IndexPoint(record=kw, vector=embed([kw.memory])[0])])
     assert index.lexical_search("u1", "quillbeck", limit=3)[0].record.id == kw.id
+    # so are the words of the source turns that the memory's own text lacks (an LLM fact in its own
+    # words stays findable by what was said), and an update of the source text re-indexes them
+    fact = record("u1", "Caroline joined a support group", original_memory="I went to the Zorvath meetup yesterday")
+    index.upsert([IndexPoint(record=fact, vector=embed([fact.memory])[0])])
+    assert index.lexical_search("u1", "zorvath meetup", limit=3)[0].record.id == fact.id
+    assert index.set_payload(fact.id, "u1", {"original_memory": "We met at the Pellucid hall"})
+    assert index.lexical_search("u1", "zorvath", limit=3) == []
+    assert index.lexical_search("u1", "pellucid", limit=3)[0].record.id == fact.id
 
 
 def test_hybrid_with_text_that_has_no_terms(index: VectorIndex) -> None:

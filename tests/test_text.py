@@ -12,6 +12,7 @@ from dialogmem._text import (
     is_filler,
     looks_like_verb,
     memory_keywords,
+    missing_words,
     query_keywords,
     tokens,
 )
@@ -47,6 +48,12 @@ def test_memories_and_questions_share_one_tokenizer() -> None:
     assert tokens("Melanie’s") == tokens("Melanie's") == ["melanie"]
 
 
+def test_missing_words() -> None:
+    assert missing_words("I went to the LGBTQ support group yesterday, the group was great",
+                         "Caroline attended a support group") == ["lgbtq", "yesterday", "great"]
+    assert missing_words("", "anything") == [] and missing_words("Same words here", "same WORDS here.") == []
+
+
 @pytest.mark.parametrize(("word", "verb"), [("Painting", True), ("Walked", True), ("Honestly", True),
                                               ("Ed", False), ("Bing", False), ("Sing", False), ("Mel", False)])
 def test_verb_shape(word: str, verb: bool) -> None:
@@ -71,7 +78,8 @@ def test_every_function_is_fast_on_adversarial_text(name: str) -> None:
     # 100k characters: a quadratic pattern takes minutes here, a linear one milliseconds. The bound
     # is generous so a loaded CI machine does not flake, yet far below what quadratic work needs.
     text = ADVERSARIAL[name]
-    for fn in (tokens, content_tokens, is_filler, memory_keywords, query_keywords, entities):
+    for fn in (tokens, content_tokens, is_filler, memory_keywords, query_keywords, entities,
+               lambda t: missing_words(t, t[::-1])):
         started = time.perf_counter()
         fn(text)
         assert time.perf_counter() - started < 2.0, (fn.__name__, name)

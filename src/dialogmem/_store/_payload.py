@@ -15,6 +15,7 @@ import qdrant_edge
 from pydantic import ValidationError
 
 from .._errors import DialogmemError, InputError, StoreError
+from .._text import missing_words
 from .._types import MemoryRecord
 
 DENSE = "dense"
@@ -49,8 +50,11 @@ class Bm25Encoder:
 
 
 def bm25_text(record: MemoryRecord) -> str:
-    """What lexical search sees: the memory plus its keywords, so keywords count as terms."""
-    return " ".join([record.memory, *record.keywords])
+    """What lexical search sees: the memory, its keywords (so keywords count as terms) and the
+    content words of its source turns (``original_memory``, HyMem's level 2) that the memory's own
+    text lacks, once each. A fact an LLM wrote in its own words stays findable by the words that
+    were said; a memory that quotes its turns adds only what clipping left out."""
+    return " ".join([record.memory, *record.keywords, *missing_words(record.original_memory, record.memory)])
 
 
 def to_payload(record: MemoryRecord) -> dict[str, Any]:
@@ -77,7 +81,7 @@ def merge_payload(record: MemoryRecord, fields: dict[str, Any]) -> MemoryRecord:
 
 def changes_text(fields: dict[str, Any]) -> bool:
     """Whether an update touches what the BM25 vector is built from."""
-    return "memory" in fields or "keywords" in fields
+    return "memory" in fields or "keywords" in fields or "original_memory" in fields
 
 
 def point_id(value: str) -> str | None:
