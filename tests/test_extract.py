@@ -18,8 +18,10 @@ from dialogmem._write._extract import (
     FILLER_SALIENCE,
     BufferedTurn,
     ExtractedFact,
+    ExtractionOutput,
     LLMExtractor,
     RuleExtractor,
+    facts_in_turn_order,
     render_line,
 )
 
@@ -245,3 +247,29 @@ def test_rule_extractor_context_comes_from_previous_batches_but_not_other_sessio
     other_session = [[turn("n2", "Maya", "Hello again!", minute=3, session="s2")]]
     facts = RuleExtractor(context_turns=1).extract(other_session, previous=earlier)
     assert facts[0].source_turn_ids == ["n2"]
+
+
+def test_enrich_adds_fact_words_to_the_rule_facts_and_keeps_an_unplaced_fact() -> None:
+    """``facts_in_turn_order(enrich=True)``: the rule facts of every turn come back; a model fact
+    adds its missing words to the keywords of the rule facts of the turns it cites, and stays a
+    fact of its own only when none of its turns got a rule fact."""
+    turns = [turn("a", "Ann", "We went to the lake.", minute=0), turn("b", "Bo", "Nice!", minute=1),
+             turn("c", "Ann", "The cabin was cold.", minute=2)]
+    rules = RuleExtractor(context_turns=1).extract([turns])
+    out = ExtractionOutput.model_validate({"data": [
+        {"source_id": 0, "fact": "Ann and Bo visited Lake Tarrow."},
+        {"source_id": [0, 2], "fact": "Ann stayed in a cabin near Tarrow."},
+        {"source_id": 1, "fact": "Bo liked the Tarrow trip."},
+    ]})
+
+    def fill(missing: list[int]) -> list[tuple[int, ExtractedFact]]:
+        return [(i, rules[i]) for i in missing if i != 1]  # no rule fact for turn b
+
+    got = facts_in_turn_order(out, turns, lambda item, text: item.ids(), fill, what="test", enrich=True)
+    assert [f.fact for f in got] == [rules[0].fact, "Bo liked the Tarrow trip.", rules[2].fact]
+    assert got[0].source_turn_ids == ["a"] and got[1].method == "llm" and got[2].source_turn_ids == ["b", "c"]
+    assert got[0].keywords[:len(rules[0].keywords)] == rules[0].keywords
+    assert {"tarrow", "visited", "stayed", "cabin"} - set(rules[0].keywords) <= set(got[0].keywords)
+    assert "tarrow" in got[2].keywords and "visited" not in got[2].keywords
+    plain = facts_in_turn_order(out, turns, lambda item, text: item.ids(), fill, what="test")
+    assert [f.method for f in plain] == ["llm", "llm", "llm"]  # enrich=False: facts are the memories

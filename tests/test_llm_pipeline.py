@@ -51,7 +51,10 @@ def fake_llm(stage: str, messages: list[dict[str, str]]) -> str:
 
 @pytest.fixture
 def mem(make_memory: Any) -> Memory:
-    return make_memory(llm_client=ScriptedLLM(fake_llm), sleep={"score_threshold": 0.3})
+    """Facts as memories of their own (``write.llm_facts = "memories"``): the mapping of the model's
+    facts to turns is what these tests check. The default, "enrich", is tested below."""
+    return make_memory(llm_client=ScriptedLLM(fake_llm), sleep={"score_threshold": 0.3},
+                       write={"llm_facts": "memories"})
 
 
 def test_llm_extraction_maps_source_ids_to_turn_ids_multi_party(mem: Memory) -> None:
@@ -70,6 +73,37 @@ def test_llm_extraction_maps_source_ids_to_turn_ids_multi_party(mem: Memory) -> 
     stats = mem.stats()
     assert stats["llm"]["add_memory"]["calls"] >= 1
     assert stats["summary"]["total_llm_calls"] >= 1
+
+
+def test_enrich_keeps_the_llm_free_memories_and_indexes_the_facts_words(make_memory: Any) -> None:
+    """The default: every turn keeps its LLM-free memory (with its context turns); a fact's words
+    join the lexical view of the memories of the turns it cites, so a word only the model wrote
+    finds the turn's memory, whose text the reader sees as without the model."""
+    def extraction(stage: str, messages: list[dict[str, str]]) -> str:
+        assert stage == "add_memory"
+        ids = {text.strip(): int(sid) for sid, _, text in LINE.findall(messages[-1]["content"])}
+        return json.dumps({"data": [
+            {"source_id": ids["I finally adopted the dog from the shelter."],
+             "fact": "Mara adopted a Weimaraner from the Quellport shelter."},
+            {"source_id": [ids["ok"], 99], "fact": "Mara agreed to the Zindler plan."},
+        ]})
+
+    free = make_memory("free", write={"extractor": "rules"})
+    mem = make_memory("llm", llm_client=ScriptedLLM(extraction))
+    msgs = [{"content": "Did you go to the shelter again?", "name": "Lee", "id": "m1"},
+            {"content": "I finally adopted the dog from the shelter.", "name": "Mara", "id": "m2"},
+            {"content": "ok", "name": "Mara", "id": "m3"}]
+    for m in (free, mem):
+        m.add(msgs, "mara", timestamp="2024-02-10T18:00:00", flush=True)
+    rules = {r.source_turn_ids[-1]: r for r in free.get_all("mara")}
+    got = {r.source_turn_ids[-1]: r for r in mem.get_all("mara")}
+    assert {k: r.memory for k, r in got.items()} == {k: r.memory for k, r in rules.items()}  # the same memories
+    adopted = got["m2"]
+    assert adopted.source_turn_ids == rules["m2"].source_turn_ids == ["m1", "m2"]
+    assert {"weimaraner", "quellport"} <= set(adopted.keywords)  # the fact's words, not its text
+    assert "zindler" in got["m3"].keywords and "zindler" not in got["m2"].keywords  # only cited turns
+    assert mem.search("Weimaraner", "mara", limit=1).hits[0].id == adopted.id
+    assert mem.search("Weimaraner", "mara", limit=1).hits[0].memory == rules["m2"].memory
 
 
 def test_malformed_llm_output_falls_back_and_keeps_every_turn(make_memory: Any) -> None:

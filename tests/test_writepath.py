@@ -68,7 +68,7 @@ def test_rule_windows_write_each_turn_once_with_the_window_context(make_memory: 
 
 def test_llm_windows_never_write_a_fact_for_a_context_line(make_memory: Any) -> None:
     llm = ScriptedLLM(_window_llm)
-    mem = make_memory(llm_client=llm, write={"window_turns": 4, "stride": 2})
+    mem = make_memory(llm_client=llm, write={"window_turns": 4, "stride": 2, "llm_facts": "memories"})
     mem.add(_msgs(TURNS[:4]), "u1", session_id="s1", flush=True)  # batch 1
     mem.add(_msgs(TURNS[4:], start=4), "u1", session_id="s1", flush=True)  # batch 2
     records = _targets_once(mem, "u1", len(TURNS))

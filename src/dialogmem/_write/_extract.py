@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, field_validator
 from .._backends import with_fallback
 from .._models._llm_base import LLMClient
 from .._prompts.extract import render_extraction_messages
-from .._text import clip_words, content_tokens, entities, is_filler, memory_keywords
+from .._text import clip_words, content_tokens, entities, is_filler, memory_keywords, missing_words
 from .._types import Turn
 from ._timenorm import absolutize
 from ._tokens import count_tokens
@@ -153,9 +153,6 @@ class RuleExtractor:
         offset = len(flat) - len(turns)
         return [self._extract(flat, offset + i) for i in range(len(turns))]
 
-    def extract_turn(self, turn: BufferedTurn) -> ExtractedFact:
-        return self._extract([turn], 0)
-
     def _extract(self, flat: Sequence[BufferedTurn], i: int) -> ExtractedFact:
         turn = flat[i]
         context: list[BufferedTurn] = []
@@ -177,13 +174,19 @@ FactCiter = Callable[["_FactItem", str], Sequence[int]]
 
 def facts_in_turn_order(out: ExtractionOutput, turns: Sequence[BufferedTurn], cite: FactCiter,
                         fill: Callable[[list[int]], list[tuple[int, ExtractedFact]]], *,
-                        what: str) -> list[ExtractedFact]:
+                        what: str, enrich: bool = False) -> list[ExtractedFact]:
     """The model's facts on ``turns`` (positions from ``cite``; a fact citing none is dropped, a
     repeat of the same fact on the same turns is one memory), dates made absolute against the
-    latest cited turn, then rule facts from ``fill`` for every informative turn no fact covered;
-    all in turn order, the model's order within a turn."""
-    ranked: list[tuple[int, int, ExtractedFact]] = []
-    covered: set[int] = set()
+    latest cited turn, and rule facts from ``fill``; all in turn order, the model's order within a
+    turn.
+
+    ``enrich=False``: each fact is a memory, and ``fill`` gives rule facts for every informative turn
+    no fact covered. ``enrich=True`` (``write.llm_facts = "enrich"``): every turn has its rule fact,
+    the memory the LLM-free path writes, and a model fact adds its words to the keywords (the
+    lexical view) of the rule facts of the turns it cites; a fact none of whose turns got a rule
+    fact stays a memory of its own, so nothing the model said is lost.
+    """
+    found: list[tuple[tuple[int, ...], int, ExtractedFact]] = []
     seen: set[tuple[tuple[int, ...], str]] = set()
     for order, item in enumerate(out.data):
         text = " ".join(item.fact.split())
@@ -196,17 +199,34 @@ def facts_in_turn_order(out: ExtractionOutput, turns: Sequence[BufferedTurn], ci
         if (ids, text.casefold()) in seen:  # small models loop; a repeated fact is the same memory
             continue
         seen.add((ids, text.casefold()))
-        covered.update(ids)
         sources = [turns[i] for i in ids]
         latest = max(sources, key=lambda t: t.float_time_stamp)
-        ranked.append((ids[0], order, fact_from_turns(absolutize(text, latest.reference_time()), sources,
-                                                      method="llm")))
-    missing = [i for i, t in enumerate(turns) if i not in covered and not is_filler(t.text)]
-    if missing:
+        found.append((ids, order, fact_from_turns(absolutize(text, latest.reference_time()), sources,
+                                                  method="llm")))
+    if enrich:  # every turn, as LLM-free: filler too (with a low salience)
+        missing = list(range(len(turns)))
+    else:
+        covered = {i for ids, _, _ in found for i in ids}
+        missing = [i for i, t in enumerate(turns) if i not in covered and not is_filler(t.text)]
+    rules = dict(fill(missing)) if missing else {}
+    if missing and not enrich:
         logger.info("%s: %d informative turns got no LLM fact; rule facts added", what, len(missing))
-        ranked += [(i, -1, fact) for i, fact in fill(missing)]
+    ranked: list[tuple[int, int, ExtractedFact]] = []
+    for ids, order, fact in found:
+        targets = [i for i in ids if i in rules] if enrich else []
+        for i in targets:
+            rules[i] = with_words(rules[i], fact.fact)
+        if not targets:
+            ranked.append((ids[0], order, fact))
+    ranked += [(i, -1, fact) for i, fact in rules.items()]
     ranked.sort(key=lambda r: (r[0], r[1]))
     return [f for _, _, f in ranked]
+
+
+def with_words(fact: ExtractedFact, text: str) -> ExtractedFact:
+    """``fact`` with the content words of ``text`` it lacks added to its keywords (the lexical view)."""
+    extra = missing_words(text, " ".join([fact.fact, *fact.keywords]))
+    return fact.model_copy(update={"keywords": [*fact.keywords, *extra]}) if extra else fact
 
 
 def _normalised(turn: BufferedTurn) -> str:
@@ -250,11 +270,12 @@ class LLMExtractor:
     """
 
     def __init__(self, llm: LLMClient, fallback: RuleExtractor | None = None, *,
-                 max_prompt_tokens: int = 3000, max_tokens: int | None = None) -> None:
+                 max_prompt_tokens: int = 3000, max_tokens: int | None = None, enrich: bool = False) -> None:
         self._llm = llm
         self._fallback = fallback if fallback is not None else RuleExtractor()
         self._max_prompt_tokens = max_prompt_tokens
         self._max_tokens = max_tokens
+        self._enrich = enrich
 
     def extract(self, batch: Batch, *, previous: Sequence[BufferedTurn] = ()) -> list[ExtractedFact]:
         facts: list[ExtractedFact] = []
@@ -299,15 +320,19 @@ class LLMExtractor:
         def attempt() -> list[ExtractedFact]:
             out = self._llm.complete_json(render_extraction_messages(lines), ExtractionOutput,
                                           stage=STAGE, max_tokens=self._max_tokens)
-            return self._map_facts(out, turns)
+            return self._map_facts(out, turns, previous)
 
         return with_fallback(self._llm, STAGE, attempt, lambda: self._fallback.extract([turns], previous=previous),
                              what=f"{len(turns)} turns")
 
-    def _map_facts(self, out: ExtractionOutput, turns: list[BufferedTurn]) -> list[ExtractedFact]:
-        return facts_in_turn_order(
-            out, turns, lambda item, text: self._attribute(item, text, turns),
-            lambda missing: [(i, self._fallback.extract_turn(turns[i])) for i in missing], what="extraction")
+    def _map_facts(self, out: ExtractionOutput, turns: list[BufferedTurn],
+                   previous: Sequence[BufferedTurn] = ()) -> list[ExtractedFact]:
+        def fill(missing: list[int]) -> list[tuple[int, ExtractedFact]]:
+            rules = self._fallback.extract([turns], previous=previous)  # one per turn, with its context
+            return [(i, rules[i]) for i in missing]
+
+        return facts_in_turn_order(out, turns, lambda item, text: self._attribute(item, text, turns), fill,
+                                   what="extraction", enrich=self._enrich)
 
     @staticmethod
     def _attribute(item: _FactItem, text: str, turns: list[BufferedTurn]) -> list[int]:

@@ -140,10 +140,14 @@ def _synthesis(settings: WriteSettings, llm: LLMClient) -> Synthesis | None:
 def _extractor(settings: WriteSettings, llm: LLMClient, llm_extracts: bool) -> tuple[Extractor, int]:
     """The extractor of the settings and how many turns before a batch it reads as context."""
     windows = settings.window_stride()
-    rule_context = settings.context_turns if windows is None else windows[0] - windows[1]
+    # LLM-free windows: a window's read-only turns are its memories' context. With an LLM the rule
+    # facts beside (or under) the model's are the LLM-free memories: context_turns of context.
+    rule_context = settings.context_turns if windows is None or llm_extracts else windows[0] - windows[1]
     rules = (CorefRuleExtractor(context_turns=rule_context) if settings.coref
              else RuleExtractor(context_turns=rule_context))
+    enrich = settings.llm_facts == "enrich"
     if windows is not None:
-        windowed = WindowedExtractor(rules, llm if llm_extracts else None, window=windows[0], stride=windows[1])
+        windowed = WindowedExtractor(rules, llm if llm_extracts else None, window=windows[0], stride=windows[1],
+                                     enrich=enrich)
         return windowed, max(RECENT_TURNS, windowed.context_needed)
-    return (LLMExtractor(llm, fallback=rules) if llm_extracts else rules), RECENT_TURNS
+    return (LLMExtractor(llm, fallback=rules, enrich=enrich) if llm_extracts else rules), RECENT_TURNS

@@ -74,7 +74,7 @@ class WindowedExtractor:
     """Extraction over sliding windows; ``llm=None`` for the LLM-free backend."""
 
     def __init__(self, rules: RuleExtractor, llm: LLMClient | None = None, *, window: int, stride: int,
-                 max_tokens: int | None = None) -> None:
+                 max_tokens: int | None = None, enrich: bool = False) -> None:
         if stride < 1 or window < stride:
             raise ValueError(f"need 1 <= stride <= window (window={window}, stride={stride})")
         self._rules = rules
@@ -82,6 +82,7 @@ class WindowedExtractor:
         self.window = window
         self.stride = stride
         self._max_tokens = max_tokens
+        self._enrich = enrich
 
     @property
     def context_needed(self) -> int:
@@ -118,4 +119,4 @@ class WindowedExtractor:
             return [(i, fact) for i, fact in found if fact is not None]
 
         return facts_in_turn_order(out, w.targets, lambda item, text: map_window_citation(w, item.ids(), text).targets,
-                                   fill, what="window extraction")
+                                   fill, what="window extraction", enrich=self._enrich)
