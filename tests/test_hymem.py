@@ -15,6 +15,7 @@ import pytest
 
 from dialogmem import Memory, ScriptedLLM
 from dialogmem._errors import LLMTimeoutError, NotFoundError
+from dialogmem._read._hymem_steps import match_lines
 
 RULES = {"write": {"extractor": "rules", "segmenter": "none"}, "sleep": {"updater": "rules"}}
 TURNS = [
@@ -28,8 +29,10 @@ Script = Callable[[str, list[dict[str, str]]], "str | BaseException"]
 
 
 def store(make_memory: Any, script: Script, user: str = "u", **answer: Any) -> tuple[Memory, ScriptedLLM]:
+    """A store of ``TURNS``; the scripts here reply in the inline format (``answer [2, 5]``), so
+    ``answer.citations`` is "inline" unless a test says otherwise."""
     llm = ScriptedLLM(script)
-    mem = make_memory(f"store-{user}", llm_client=llm, answer=answer, **RULES)
+    mem = make_memory(f"store-{user}", llm_client=llm, answer={"citations": "inline", **answer}, **RULES)
     for i, (who, text) in enumerate(TURNS):
         mem.add([{"content": text, "name": who, "id": f"{user}-t{i}"}], user, session_id="s1",
                 timestamp=f"2023-05-0{i + 1}T10:00:00")
@@ -64,6 +67,41 @@ def test_sufficient_light_answer_makes_one_call_and_cites_shown_memories(make_me
     assert "May 2023" in llm.calls[0].messages[-1]["content"]
 
 
+def test_default_plain_answer_cites_the_lines_that_share_its_words(make_memory: Any) -> None:
+    """``answer.citations = "match"`` (the default): the plain short-answer prompt, unnumbered lines,
+    and the cited lines are those sharing the most words with the answer: only lines that were
+    shown, none for an abstention."""
+    mem, llm = store(make_memory, lambda stage, m: "Porto, for a bakery job", citations="match")
+    got = mem.answer("Where does Anna live now?", "u")
+    prompt = llm.calls[0].messages[-1]["content"]
+    assert llm.stages() == ["answer.light"] and got.text == "Porto, for a bakery job"
+    assert not re.search(r"^\[\d+\] ", prompt, re.M) and "square brackets" not in llm.calls[0].messages[0]["content"]
+    assert got.turn_ids == ["u-t2"]  # the one line with "Porto" and "bakery"
+    hits = {h.id: h for h in mem.search("Where does Anna live now?", "u").hits}
+    assert got.memory_ids and all("u-t2" in hits[m].source_turn_ids for m in got.memory_ids)
+    # an answer sharing no word with the lines cites nothing; an abstention goes deep (auto)
+    mem2, _ = store(make_memory, lambda stage, m: "Zanzibar", user="v", citations="match")
+    assert mem2.answer("Where does Anna live now?", "v", mode="light").turn_ids == []
+    def deep(stage: str, messages: list[dict[str, str]]) -> str:
+        return {"answer.light": "not mentioned", "answer.retrieve": "[1, 2, 3, 4, 5]", "answer.deep": "Porto",
+                "answer.reflect": "DONE"}[stage]
+
+    mem3, llm3 = store(make_memory, deep, user="w", citations="match")
+    got3 = mem3.answer("Where does Anna live now?", "w", max_rounds=1)
+    assert got3.used == "deep" and got3.text == "Porto" and got3.turn_ids == ["w-t2"]
+    assert "answer.deep" in llm3.stages()
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("Porto", [2]), ("7 May 2023", [3]), ("not mentioned", []), ("", []), ("Zanzibar", []),
+    ("Lisbon", [1, 4]),
+])
+def test_match_lines(answer: str, expected: list[int]) -> None:
+    rendered = ["1 May 2023, Anna: I grew up in Lisbon.", "2 May 2023, Anna: I moved to Porto.",
+                "8 May 2023, Ben: We met yesterday (7 May 2023).", "9 May 2023, Ben: Lisbon again?"]
+    assert match_lines(answer, rendered) == expected
+
+
 def deep_script(reflect: str = "DONE", deep: str = "Porto [2]") -> Script:
     def script(stage: str, messages: list[dict[str, str]]) -> str:
         return {"answer.light": "not mentioned", "answer.retrieve": "[1, 40]", "answer.deep": deep,
@@ -73,7 +111,7 @@ def deep_script(reflect: str = "DONE", deep: str = "Porto [2]") -> Script:
 
 def test_missing_information_runs_deep_over_raw_turns_in_parallel_batches(make_memory: Any) -> None:
     mem, llm = store(make_memory, deep_script(), batch_size=2, max_workers=3)
-    got = mem.answer("Where does Anna live now?", "u")
+    got = mem.answer("Where does Anna live now?", "u", max_rounds=2)
     stages = llm.stages()
     assert stages[0] == "answer.light" and stages[-2:] == ["answer.deep", "answer.reflect"]  # reflect: DONE
     retrieve = [c for c in llm.calls if c.stage == "answer.retrieve"]
@@ -110,10 +148,13 @@ def test_reflection_rewrites_the_question_and_stops_at_max_rounds(make_memory: A
     assert set(retrieve_questions[1:]) == {"Which city did Anna move to?"}
     last_deep = [c for c in llm.calls if c.stage == "answer.deep"][-1]
     assert "Found so far:" in last_deep.messages[-1]["content"]  # the memory pool of earlier rounds
-    # the default T is 2: one reflection between two rounds
+    # T = 2: one reflection between two rounds; the default T is 1: one deep round, no reflection
     mem2, llm2 = store(make_memory, deep_script(reflect="ASK: Which city did Anna move to?"), user="v")
-    assert mem2.answer("Where does Anna live now?", "v").rounds == 2
+    assert mem2.answer("Where does Anna live now?", "v", max_rounds=2).rounds == 2
     assert llm2.stages().count("answer.reflect") == 1
+    mem3, llm3 = store(make_memory, deep_script(reflect="ASK: Which city did Anna move to?"), user="w")
+    assert mem3.answer("Where does Anna live now?", "w").rounds == 1
+    assert llm3.stages().count("answer.reflect") == 0
 
 
 def test_reflection_done_stops_after_one_round(make_memory: Any) -> None:
@@ -244,7 +285,7 @@ def _one_time_store(make_memory: Any, script: Script, name: str = "one-time", **
                     ) -> tuple[Memory, ScriptedLLM]:
     """The turns of ``TURNS`` said at one time (one LoCoMo session has one date)."""
     llm = ScriptedLLM(script)
-    mem = make_memory(f"store-{name}", llm_client=llm, answer=answer, **RULES)
+    mem = make_memory(f"store-{name}", llm_client=llm, answer={"citations": "inline", **answer}, **RULES)
     mem.add([{"content": text, "name": who, "id": f"u-t{i}"} for i, (who, text) in enumerate(TURNS)], "u",
             session_id="s1", timestamp="2023-05-01T10:00:00", flush=True)
     return mem, llm

@@ -52,9 +52,10 @@ def fake_llm(stage: str, messages: list[dict[str, str]]) -> str:
 @pytest.fixture
 def mem(make_memory: Any) -> Memory:
     """Facts as memories of their own (``write.llm_facts = "memories"``): the mapping of the model's
-    facts to turns is what these tests check. The default, "enrich", is tested below."""
+    facts to turns is what these tests check. The default, "enrich", is tested below. The scripted
+    answer names its lines inline (``answer.citations = "inline"``)."""
     return make_memory(llm_client=ScriptedLLM(fake_llm), sleep={"score_threshold": 0.3},
-                       write={"llm_facts": "memories"})
+                       write={"llm_facts": "memories"}, answer={"citations": "inline"})
 
 
 def test_llm_extraction_maps_source_ids_to_turn_ids_multi_party(mem: Memory) -> None:

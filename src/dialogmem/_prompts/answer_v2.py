@@ -127,11 +127,18 @@ def _user(question: str, rendered: Sequence[str], reference_time: datetime | Non
 
 def build_short_answer_messages(question: str, lines: Sequence[ContextLine], *,
                                 reference_time: datetime | None = None, abstain: bool = False,
-                                numbered: bool = True) -> list[dict[str, str]]:
-    """A plain short answer; ``abstain`` adds the "not mentioned" rule."""
+                                numbered: bool = True, notes: Sequence[str] = ()) -> list[dict[str, str]]:
+    """A plain short answer; ``abstain`` adds the "not mentioned" rule; ``notes`` as for the cited
+    prompt (answers found earlier, shown before the lines)."""
     system = f"{SHORT_SYSTEM}\n{ABSTAIN_RULE}" if abstain else SHORT_SYSTEM
-    user = _user(question, render_lines(lines, numbered=numbered), reference_time, "Answer:")
+    user = _with_notes(_user(question, render_lines(lines, numbered=numbered), reference_time, "Answer:"), notes)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _with_notes(user: str, notes: Sequence[str]) -> str:
+    if not notes:
+        return user
+    return "Found so far:\n" + "\n".join(f"- {natural_dates(n)}" for n in notes) + "\n\n" + user
 
 
 def build_cited_answer_messages(question: str, lines: Sequence[ContextLine], *,
@@ -145,9 +152,7 @@ def build_cited_answer_messages(question: str, lines: Sequence[ContextLine], *,
     system = f"{CITED_SYSTEM}\n{ABSTAIN_RULE}" if abstain else CITED_SYSTEM
     # "Answer:" and not "Answer [line numbers]:": with the latter the reference 1.5B model replied
     # with the numbers alone ("[1]") on conv-30 (measured 2026-11-23), an answer with no text
-    user = _user(question, render_lines(lines), reference_time, "Answer:")
-    if notes:
-        user = "Found so far:\n" + "\n".join(f"- {natural_dates(n)}" for n in notes) + "\n\n" + user
+    user = _with_notes(_user(question, render_lines(lines), reference_time, "Answer:"), notes)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

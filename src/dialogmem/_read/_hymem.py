@@ -1,7 +1,8 @@
 """HyMem answering (seed 004 §3.2-3.4, Algorithm 1): light module, deep module, reflection.
 
-* **Light**: the top ``light_k`` memories (L1) → one generator call (``answer_v2`` cited short
-  answer with the "not mentioned" rule) → an answer and its status: complete, or missing
+* **Light**: the top ``light_k`` memories (L1) → one generator call (``answer_v2`` short answer
+  with the "not mentioned" rule; the lines it rests on matched by words, or with
+  ``citations="inline"`` named by the model) → an answer and its status: complete, or missing
   information when the generator abstains.
 * **Deep** (on missing, or ``mode="deep"``): the top ``deep_n`` memories → the LLM retriever judges
   them in parallel batches of ``batch_size`` → the picked memories are traced back to their raw
@@ -107,11 +108,21 @@ class HyMemAnswerer:
     # -- modules ------------------------------------------------------------------------------
     def _generate(self, question: str, lines: list[gen_prompt.ContextLine], run: _Run,
                   reference_time: datetime | None, stage: str) -> CitedAnswer:
-        messages = gen_prompt.build_cited_answer_messages(question, lines, reference_time=reference_time,
-                                                          abstain=True, notes=run.pool)
-        run.shown(messages, gen_prompt.render_lines(lines))
-        raw = self.llm.complete(messages, stage=stage, max_tokens=_GEN_TOKENS)
-        reply = gen_prompt.parse_cited_answer(raw, len(lines))
+        if self.s.citations == "inline":
+            messages = gen_prompt.build_cited_answer_messages(question, lines, reference_time=reference_time,
+                                                              abstain=True, notes=run.pool)
+            run.shown(messages, gen_prompt.render_lines(lines))
+            reply = gen_prompt.parse_cited_answer(self.llm.complete(messages, stage=stage, max_tokens=_GEN_TOKENS),
+                                                  len(lines))
+        else:
+            messages = gen_prompt.build_short_answer_messages(question, lines, reference_time=reference_time,
+                                                              abstain=True, numbered=False, notes=run.pool)
+            shown = gen_prompt.render_lines(lines, numbered=False)
+            run.shown(messages, shown)
+            # read as a cited reply: line numbers a model adds anyway are taken off the answer
+            raw = self.llm.complete(messages, stage=stage, max_tokens=_GEN_TOKENS)
+            text = gen_prompt.parse_cited_answer(raw, len(lines)).text
+            reply = CitedAnswer(text=text, lines=steps.match_lines(text, shown))
         if not reply.text:
             run.garbage += 1
             record_fallback(self.llm, stage)

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from .._prompts.answer_v2 import CitedAnswer, ContextLine, is_abstention
+from .._text import content_tokens
 from .._types import SearchHit, Turn
 from ._render import ShownLine
 
@@ -38,6 +39,21 @@ def turn_lines(turns: Sequence[Turn]) -> list[ContextLine]:
 def cited(items: Sequence[str], answer: CitedAnswer) -> list[str]:
     """The ids behind the 1-based line numbers an answer cites (numbers were bounded by the parser)."""
     return at_lines(items, answer.lines)
+
+
+def match_lines(answer: str, rendered: Sequence[str], *, most: int = 3) -> list[int]:
+    """The lines a plain answer rests on, found without a model: the 1-based numbers of the lines
+    (as rendered, date and speaker included) that share the most content words with ``answer``
+    (ties all count, in line order, at most ``most``); none for an abstention or an answer that
+    shares no word with any line."""
+    if is_abstention(answer):
+        return []
+    words = set(content_tokens(answer))
+    overlap = [len(words & set(content_tokens(line))) for line in rendered]
+    best = max(overlap, default=0)
+    if best == 0:
+        return []
+    return [n for n, o in enumerate(overlap, start=1) if o == best][:most]
 
 
 def sufficient(answer: CitedAnswer) -> bool:

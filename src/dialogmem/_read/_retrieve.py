@@ -1,7 +1,7 @@
 """Stage 1: metadata-constrained, multi-view coarse retrieval (seed 000 §3.4, seed 003 §2.3).
 
 Every hypothetical query (HQ) is one view and runs as one hybrid query on the index: dense and
-BM25, fused (``_fusion``: a convex combination of the normalised scores by default, or RRF inside
+BM25, fused (``_store/_fusion``: a convex combination of the normalised scores by default, or RRF inside
 the index), filtered by scope + time window + speaker + tier. Seed 000's double
 budget: with ``n`` HQs and a final budget ``K`` each view asks for ``ceil(2K / n)`` and the
 union, de-duplicated by id, is cut to ``2K`` candidates.
