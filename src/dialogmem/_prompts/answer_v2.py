@@ -14,7 +14,10 @@ the JSON grammar. This version asks for plain text:
   the model was shown; a reply without numbers is still an answer, it just cites nothing.
 
 ``build_citation_messages`` is the alternative measured in ``benchmarks/bench_answer_prompts.py``: a
-second, separate call that asks only which lines support a given answer.
+second, separate call that asks only which lines support a given answer. ``Memory.answer`` by default
+asks for the plain short answer (``build_short_answer_messages``) and finds its lines by shared words
+without a model (``answer.citations = "match"``): with the 1.5B reader that scored F1 0.551 against
+0.490 for the inline numbers on the same contexts.
 """
 
 from __future__ import annotations
