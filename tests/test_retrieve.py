@@ -15,7 +15,6 @@ import pytest
 from dialogmem._errors import InputError
 from dialogmem._models import LocalEmbedder, ScriptedLLM
 from dialogmem._read import (
-    Fusion,
     HypotheticalQuery,
     LLMPlanner,
     LLMSelector,
@@ -121,7 +120,7 @@ def test_budget_split_union_and_final_k(index, embedder) -> None:
     spy = RecordingIndex(index)
     texts = ["Alice's dog", "hiking trip", "bicycle purchase"]
     plan = _plan(texts)
-    candidates, _relaxed = coarse_retrieve(spy, embedder, "alice", plan, k=4, fusion=Fusion(kind="rrf"))
+    candidates, _relaxed = coarse_retrieve(spy, embedder, "alice", plan, k=4, dense_weight=None)
     assert [c["limit"] for c in spy.calls] == [per_view_budget(4, 3)] * 3 == [3, 3, 3]
     assert [c["dense_weight"] for c in spy.calls] == [None] * 3  # RRF
     assert len(candidates) <= 8  # 2K
@@ -172,7 +171,7 @@ def test_convex_fusion_on_the_index(index, embedder) -> None:
 def test_convex_views_pass_the_weight(index, embedder) -> None:
     spy = RecordingIndex(index)
     plan = _plan(["Alice's dog", "bicycle purchase"])
-    candidates, _ = coarse_retrieve(spy, embedder, "alice", plan, k=3, fusion=Fusion(dense_weight=0.3))
+    candidates, _ = coarse_retrieve(spy, embedder, "alice", plan, k=3, dense_weight=0.3)
     assert [(c["limit"], c["prefetch"], c["dense_weight"]) for c in spy.calls] == [(3, 20, 0.3)] * 2
     assert 0 < len(candidates) <= 6 and all(c.record.user_id == "alice" for c in candidates)
     texts = [c.record.memory for c in candidates]
@@ -182,7 +181,7 @@ def test_convex_views_pass_the_weight(index, embedder) -> None:
                                                                       reference_time=REF)
     assert {c["dense_weight"] for c in spy.calls} == {0.4}  # the default
     spy.calls.clear()
-    ReadPipeline(spy, embedder, RulePlanner(), RuleSelector(), fusion=Fusion(kind="rrf")).search(
+    ReadPipeline(spy, embedder, RulePlanner(), RuleSelector(), dense_weight=None).search(
         "Alice's dog", "alice", limit=2, reference_time=REF)
     assert {c["dense_weight"] for c in spy.calls} == {None}
 

@@ -31,6 +31,13 @@ def recorded_embedder(recorded: str | None, cfg: EmbedderConfig, *, has_memories
     return embedder_identity(cfg.model_copy(update={"quantize": "none"}))
 
 
+def _stored(journal: Journal) -> tuple[str | None, bool]:
+    """The recorded embedder, and whether the store has memories without a record (written before
+    the record existed: fp32)."""
+    stored = journal.meta(META_KEY)
+    return stored, stored is None and journal.count_memories() > 0
+
+
 def auto_quantize(cfg: EmbedderConfig, recorded: str | None, *, has_memories: bool) -> Quantize:
     """What ``quantize = "auto"`` means for a store: the recorded embedder's quantisation; for a store
     with memories but no record, fp32 (the only kind there was); for a new store, int8. The torch
@@ -47,8 +54,8 @@ def resolve_embedder(journal: Journal, cfg: EmbedderConfig) -> EmbedderConfig:
     ``query_quantize`` says otherwise); any other value is returned as it is."""
     if cfg.quantize != "auto":
         return cfg
-    stored = journal.meta(META_KEY)
-    quantize = auto_quantize(cfg, stored, has_memories=stored is None and journal.count_memories() > 0)
+    stored, unrecorded_memories = _stored(journal)
+    quantize = auto_quantize(cfg, stored, has_memories=unrecorded_memories)
     return cfg.model_copy(update={"quantize": quantize, "query_quantize": cfg.query_quantize or "none"})
 
 
@@ -67,8 +74,8 @@ def mismatch_message(recorded: str, current: str) -> str | None:
 
 def check_embedder(journal: Journal, cfg: EmbedderConfig, *, read_only: bool) -> None:
     """Record the embedder in a store that has none recorded; refuse another one."""
-    stored = journal.meta(META_KEY)
-    recorded = recorded_embedder(stored, cfg, has_memories=stored is None and journal.count_memories() > 0)
+    stored, unrecorded_memories = _stored(journal)
+    recorded = recorded_embedder(stored, cfg, has_memories=unrecorded_memories)
     problem = mismatch_message(recorded, embedder_identity(cfg))
     if problem is not None:
         raise ConfigError(problem)

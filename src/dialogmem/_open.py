@@ -23,7 +23,7 @@ from ._ltmindex import fill_graph, indexed_memories, sync_graph_index
 from ._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
 from ._models import LLMClient, make_embedder, make_llm
 from ._models._embed_base import Embedder
-from ._read import Fusion, ReadPipeline, make_planner, make_selector
+from ._read import ReadPipeline, make_planner, make_selector
 from ._read._hymem import HyMemAnswerer
 from ._read._ltm import GraphSearcher
 from ._sleeptime import SleepRunner
@@ -104,7 +104,7 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             access=access, writer=writer, stages=stages, ingest=Ingest(journal, writer, stages),
             read=ReadPipeline(index, embedder, make_planner(config.read.planner, llm),
                               make_selector(config.read.selector, llm), usage,
-                              fusion=Fusion(kind=config.read.fusion, dense_weight=config.read.dense_weight)),
+                              dense_weight=config.read.fusion_weight()),
             answerer=HyMemAnswerer(llm, config.answer),
             sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
             evictor=Evictor(journal, writer),

@@ -90,10 +90,15 @@ class ReadSettings(_Section):
     selector: Literal["auto", "llm", "rules"] = "rules"
     fusion: Literal["convex", "rrf"] = Field("convex", description=(
         "How a view's dense and BM25 results are fused: convex, dense_weight times the dense score "
-        "plus the rest times the BM25 score, each min-max normalised over its list (two index queries); "
-        "rrf, reciprocal rank fusion inside the index (one query). Measured in _store/_fusion.py."))
+        "plus the rest times the BM25 score, each min-max normalised over its list (one batch request "
+        "of ids and scores, then the fused top hits' payloads); rrf, reciprocal rank fusion inside the "
+        "index (one query). Measured in _store/_fusion.py."))
     dense_weight: float = Field(DENSE_WEIGHT, ge=0.0, le=1.0, description=(
         "The dense side's weight in convex fusion (0: BM25 alone, 1: dense alone)."))
+
+    def fusion_weight(self) -> float | None:
+        """What ``VectorIndex.hybrid_search`` takes as ``dense_weight``: None for RRF."""
+        return None if self.fusion == "rrf" else self.dense_weight
     # access_count / last_accessed of the hits, batched and written outside the search itself
     track_access: bool = True
     max_query_chars: int = Field(4_000, gt=0, le=1_000_000)

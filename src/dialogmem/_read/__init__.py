@@ -14,7 +14,7 @@ from ._plan import (
     k_for,
     match_speakers,
 )
-from ._retrieve import Candidate, Fusion, coarse_retrieve, per_view_budget
+from ._retrieve import Candidate, coarse_retrieve, per_view_budget
 from ._select import LLMSelector, RuleSelector, Selector, SelectOutput
 from ._temporal import TimeWindow, parse_time_window
 
@@ -22,7 +22,6 @@ __all__ = [
     "Answer",
     "AnswerOutput",
     "Candidate",
-    "Fusion",
     "HypotheticalQuery",
     "LLMPlanner",
     "LLMSelector",

@@ -108,21 +108,20 @@ class HyMemAnswerer:
     # -- modules ------------------------------------------------------------------------------
     def _generate(self, question: str, lines: list[gen_prompt.ContextLine], run: _Run,
                   reference_time: datetime | None, stage: str) -> CitedAnswer:
-        if self.s.citations == "inline":
+        inline = self.s.citations == "inline"
+        if inline:
             messages = gen_prompt.build_cited_answer_messages(question, lines, reference_time=reference_time,
                                                               abstain=True, notes=run.pool)
-            run.shown(messages, gen_prompt.render_lines(lines))
-            reply = gen_prompt.parse_cited_answer(self.llm.complete(messages, stage=stage, max_tokens=_GEN_TOKENS),
-                                                  len(lines))
         else:
             messages = gen_prompt.build_short_answer_messages(question, lines, reference_time=reference_time,
                                                               abstain=True, numbered=False, notes=run.pool)
-            shown = gen_prompt.render_lines(lines, numbered=False)
-            run.shown(messages, shown)
-            # read as a cited reply: line numbers a model adds anyway are taken off the answer
-            raw = self.llm.complete(messages, stage=stage, max_tokens=_GEN_TOKENS)
-            text = gen_prompt.parse_cited_answer(raw, len(lines)).text
-            reply = CitedAnswer(text=text, lines=steps.match_lines(text, shown))
+        shown = gen_prompt.render_lines(lines, numbered=inline)
+        run.shown(messages, shown)
+        # a plain reply is read as a cited one too: line numbers a model adds anyway leave the answer
+        reply = gen_prompt.parse_cited_answer(self.llm.complete(messages, stage=stage, max_tokens=_GEN_TOKENS),
+                                              len(lines))
+        if not inline:
+            reply = CitedAnswer(text=reply.text, lines=steps.match_lines(reply.text, shown))
         if not reply.text:
             run.garbage += 1
             record_fallback(self.llm, stage)

@@ -17,11 +17,12 @@ from pydantic import BaseModel, Field
 
 from .._errors import InputError
 from .._models._embed_base import Embedder
+from .._settings import DENSE_WEIGHT
 from .._store._base import IndexFilter, VectorIndex
 from .._types import ScoredRecord, SearchHit, SearchPlan, render_context
 from .._usage import UsageTracker
 from ._plan import Planner, QueryPlan
-from ._retrieve import Fusion, active_filters, attach_vectors, embed_views, search_views
+from ._retrieve import active_filters, attach_vectors, embed_views, search_views
 from ._select import Selector
 
 
@@ -73,14 +74,14 @@ class ReadPipeline:
 
     def __init__(self, index: VectorIndex, embedder: Embedder, planner: Planner, selector: Selector,
                  usage: UsageTracker | None = None, *, mmr_vectors: bool = False,
-                 fusion: Fusion | None = None) -> None:
+                 dense_weight: float | None = DENSE_WEIGHT) -> None:
         self.index = index
         self.embedder = embedder
         self.planner = planner
         self.selector = selector
         self.usage = usage if usage is not None else UsageTracker()
         self.mmr_vectors = mmr_vectors
-        self.fusion = fusion or Fusion()
+        self.dense_weight = dense_weight  # convex fusion's weight; None: RRF
 
     def search(self, query: str, user_id: str, *, limit: int | None = None, flt: IndexFilter | None = None,
                reference_time: datetime | None = None, recent_context: list[str] | None = None,
@@ -99,7 +100,7 @@ class ReadPipeline:
         vectors = embed_views(self.embedder, plan)
         t_embed = time.perf_counter()
         candidates, relaxed = search_views(self.index, user_id, plan, vectors, k=k, base_filter=flt,
-                                          fusion=self.fusion)
+                                          dense_weight=self.dense_weight)
         if self.mmr_vectors and len(candidates) > k:
             attach_vectors(self.index, user_id, candidates)
         t_retrieve = time.perf_counter()

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict
 
 from .._models._embed_base import Embedder
 from .._settings import DENSE_WEIGHT
@@ -104,34 +104,12 @@ def embed_views(embedder: Embedder, plan: QueryPlan) -> np.ndarray:
     return cached(texts) if callable(cached) else embedder.embed(texts)
 
 
-class Fusion(BaseModel):
-    """How a view's dense and BM25 results are fused (``read.fusion``, ``read.dense_weight``):
-    ``convex`` weighs the min-max normalised scores (``_store/_fusion.py``, with the measurements),
-    ``rrf`` fuses by rank."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: Literal["convex", "rrf"] = "convex"
-    dense_weight: float = Field(DENSE_WEIGHT, ge=0.0, le=1.0)
-
-    def weight(self) -> float | None:
-        """What ``VectorIndex.hybrid_search`` takes as ``dense_weight`` (None: RRF)."""
-        return None if self.kind == "rrf" else self.dense_weight
-
-
-def hybrid_view(index: VectorIndex, user_id: str, vector: np.ndarray, text: str, *, limit: int,
-                flt: IndexFilter, prefetch: int, fusion: Fusion) -> list[ScoredRecord]:
-    """One view's dense + BM25 query, fused as ``fusion`` says."""
-    return index.hybrid_search(user_id, vector, text, limit=limit, flt=flt, prefetch_limit=prefetch,
-                               dense_weight=fusion.weight())
-
-
 def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.ndarray, *, k: int,
-                 base_filter: IndexFilter | None = None, fusion: Fusion | None = None
+                 base_filter: IndexFilter | None = None, dense_weight: float | None = DENSE_WEIGHT
                  ) -> tuple[list[Candidate], list[str]]:
     """One hybrid query per view, union by id: at most ``2k`` candidates, best first, and the
-    filters that had to be dropped because they matched nothing."""
-    fusion = fusion or Fusion()
+    filters that had to be dropped because they matched nothing. ``dense_weight`` goes to
+    ``hybrid_search`` (convex fusion; None: RRF, see ``ReadSettings.fusion_weight``)."""
     budget = per_view_budget(k, len(plan.hqs))
     prefetch = max(2 * budget, 20)
     merged: dict[str, Candidate] = {}
@@ -139,16 +117,17 @@ def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.
     for hq, vector in zip(plan.hqs, vectors, strict=True):
         text = lexical_text(hq.text, plan)
         relaxed: list[str] = []
-        hits = hybrid_view(index, user_id, vector, text, limit=budget, prefetch=prefetch, fusion=fusion,
-                           flt=view_filter(plan, hq.route, base_filter))
+        hits = index.hybrid_search(user_id, vector, text, limit=budget, prefetch_limit=prefetch,
+                                   flt=view_filter(plan, hq.route, base_filter), dense_weight=dense_weight)
         for step in (s for s in _RELAX_ORDER if s in active_filters(plan, hq.route)):
             if hits:
                 break
             relaxed.append(step)
             if step not in dropped:
                 dropped.append(step)
-            hits = hybrid_view(index, user_id, vector, text, limit=budget, prefetch=prefetch, fusion=fusion,
-                               flt=view_filter(plan, hq.route, base_filter, relaxed))
+            hits = index.hybrid_search(user_id, vector, text, limit=budget, prefetch_limit=prefetch,
+                                       flt=view_filter(plan, hq.route, base_filter, relaxed),
+                                       dense_weight=dense_weight)
         for rank, hit in enumerate(hits):
             seen = merged.get(hit.record.id)
             if seen is None:
@@ -172,9 +151,9 @@ def attach_vectors(index: VectorIndex, user_id: str, candidates: list[Candidate]
 
 
 def coarse_retrieve(index: VectorIndex, embedder: Embedder, user_id: str, plan: QueryPlan, *, k: int,
-                    base_filter: IndexFilter | None = None, fusion: Fusion | None = None
+                    base_filter: IndexFilter | None = None, dense_weight: float | None = DENSE_WEIGHT
                     ) -> tuple[list[Candidate], list[str]]:
     """Stage 1 in one call: embed the HQs, run one hybrid query per HQ, union to ≤ 2k (and the
     filters dropped on the way)."""
     vectors = embed_views(embedder, plan)
-    return search_views(index, user_id, plan, vectors, k=k, base_filter=base_filter, fusion=fusion)
+    return search_views(index, user_id, plan, vectors, k=k, base_filter=base_filter, dense_weight=dense_weight)

@@ -152,10 +152,9 @@ class ScopedIndex(ABC):
         with self._io("hybrid_search"):
             by_dense, by_bm25 = self._query([SearchSpec(where, prefetch, dense=dense, with_payload=False),
                                              SearchSpec(where, prefetch, sparse=sparse, with_payload=False)])
-            fused = convex_fusion([(i, s) for i, _, s in by_dense], [(i, s) for i, _, s in by_bm25],
-                                  dense_weight=dense_weight, limit=limit)
-            hits, _ = self._scroll(scope(user_id, ids=[i for i, _ in fused]), max(1, len(fused)), None, False)
-        records = {point_id(r.id): r for r, _ in self._records(hits, False)}
+        fused = convex_fusion([(i, s) for i, _, s in by_dense], [(i, s) for i, _, s in by_bm25],
+                              dense_weight=dense_weight, limit=limit)
+        records = {point_id(r.id): r for r, _ in self.retrieve([i for i, _ in fused], user_id)}
         return [ScoredRecord(record=records[i], score=s) for i, s in fused if i in records]
 
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,

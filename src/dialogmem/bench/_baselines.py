@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from .._errors import ConfigError
 from .._models import Embedder, LLMClient
@@ -60,8 +60,8 @@ class NaiveRAG:
     def __init__(self, mode: NaiveMode, scratch: Path, embedder: Embedder, *,
                  reader: LLMClient | None = None, answer_k: int = 10,
                  reference_time: datetime | None = None) -> None:
-        if mode not in ("dense", "bm25", "hybrid", "convex"):
-            raise ConfigError(f"unknown naive RAG mode {mode!r}: use dense, bm25, hybrid or convex")
+        if mode not in get_args(NaiveMode):
+            raise ConfigError(f"unknown naive RAG mode {mode!r}: use {', '.join(get_args(NaiveMode))}")
         self.name = f"naive-{mode}"
         self.mode = mode
         self._embedder = embedder
