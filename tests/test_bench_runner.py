@@ -319,6 +319,12 @@ def test_dialogmem_system_through_the_facade(tmp_path: Path) -> None:
     assert dm["latency"]["searches"] == 4 and dm["latency"]["context_tokens_mean"] > 0
     assert not (tmp_path / "unused").exists()  # each unit used its own scratch store
     assert not any((tmp_path / "scratch").iterdir())
+    # --keep-stores: the finished unit's store stays, and it opens with every memory in it
+    kept = run_benchmark(s.model_copy(update={"out": tmp_path / "kept", "keep_stores": True}))
+    store = tmp_path / "kept" / "scratch" / "dialogmem" / "conv-demo-2" / "store"
+    with dialogmem.Memory(data_dir=store, write={"segmenter": "similarity"}) as mem:
+        scope = load_locomo(LOCOMO, ["conv-demo-2"]).conversations[0].scope
+        assert len(mem.get_all(scope)) == kept["systems"]["dialogmem"]["cost"]["total"]["memories"]
 
 
 def test_session_and_budget_recall_on_the_fixture(tmp_path: Path, embedder: LocalEmbedder) -> None:

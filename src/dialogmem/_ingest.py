@@ -32,6 +32,7 @@ from ._records import records_from_facts
 from ._store import IndexFilter
 from ._types import Event, MemoryRecord, Turn
 from ._write import Batch, BufferedTurn, WriteStages
+from ._write._events import EVENT_CLASS
 from ._write._extract import fact_from_turns
 from ._write._interactions import TurnChanges
 from ._write._online import synthesis_changes
@@ -101,6 +102,8 @@ class Ingest:
             if self.stages.turn_writer is not None:
                 return self._turn_changes(user_id, batch, previous, turn_ids)
             facts = self.stages.extractor.extract(batch, previous=previous)
+            if self.stages.events is not None:  # HyMem's event units beside the batch's memories
+                facts += self.stages.events.summarize(batch, previous)
             records = records_from_facts(user_id, facts, now=time.time())
             vectors = self.stages.embedder.embed([r.memory for r in records])
         except Exception as exc:  # a poison turn must never block the store: it waits in quarantine
@@ -115,10 +118,14 @@ class Ingest:
             log.error("could not process turn %s of user %s (%s: %s); it is quarantined",
                       turn_ids[0], user_id, type(exc).__name__, exc, exc_info=True)
             return ChangeSet(user_id, quarantined=dict.fromkeys(turn_ids, f"{type(exc).__name__}: {exc}"))
-        if self.stages.synthesis is not None and records:
-            return self._synthesized(user_id, records, vectors, turn_ids)
         writes = [MemoryWrite(record=r, event=Event.ADD, actor="write", vector=v)
                   for r, v in zip(records, vectors, strict=True)]
+        if self.stages.synthesis is not None:  # event units stay as written: synthesis merges facts
+            facts_at = [i for i, r in enumerate(records) if r.memory_class != EVENT_CLASS]
+            if facts_at:
+                changes = self._synthesized(user_id, [records[i] for i in facts_at], vectors[facts_at], turn_ids)
+                changes.writes += [w for w in writes if w.record.memory_class == EVENT_CLASS]
+                return changes
         return ChangeSet(user_id, writes=writes, processed=turn_ids)
 
     def _synthesized(self, user_id: str, records: list[MemoryRecord], vectors: np.ndarray,

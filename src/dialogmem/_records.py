@@ -32,8 +32,8 @@ def records_from_facts(user_id: str, facts: Sequence[ExtractedFact], *, now: flo
             session_id=f.session_id, memory=f.fact, original_memory=f.original, compressed_memory=f.compressed,
             time_stamp=f.time_stamp, float_time_stamp=f.float_time_stamp, weekday=f.weekday, topic_id=f.topic_id,
             speaker_name=f.speaker_name, entities=f.entities, keywords=f.keywords,
-            source_turn_ids=list(f.source_turn_ids), salience=f.salience, created_at=now, updated_at=now,
-            metadata=dict(f.metadata),
+            source_turn_ids=list(f.source_turn_ids), salience=f.salience, memory_class=f.memory_class,
+            created_at=now, updated_at=now, metadata=dict(f.metadata),
         )
         for f in facts
     ]

@@ -33,6 +33,17 @@ class WriteSettings(_Section):
         "memories: each fact is a memory of its own, LLM-free memories only for turns no fact covers. "
         "Measured with the reference 1.5B model (README): facts as memories lose evidence recall "
         "(they cite one turn and lose the turn's wording), enrich keeps the LLM-free recall."))
+    events: Literal["off", "auto", "llm"] = Field("off", description=(
+        "HyMem's event units: each topic segment (with the last event_overlap turns before it) "
+        "summarised by the LLM into one extra memory saying who, what, when and where, citing the "
+        "segment's turns (memory_class 'event'), beside the extractor's memories. auto: when an LLM "
+        "is configured; llm: required. Turns are then buffered and segmented by topic as for the LLM "
+        "extractor. off by default: measured with the reference 1.5B model (README)."))
+    event_turns: int = Field(10, ge=2, le=64, description=(
+        "Most turns in one event unit: consecutive topic segments are packed up to this many "
+        "turns, a longer segment is cut in pieces."))
+    event_overlap: int = Field(2, ge=0, le=8, description=(
+        "Turns before a unit (same session) shown with it and cited by its summary."))
     context_turns: int = Field(2, ge=0, le=4, description=(
         "LLM-free memories carry this many preceding turns of their session as context (and cite "
         "them). 2 (was 1): LoCoMo dev conv-26+30, evidence recall@10 0.774 -> 0.821 and at "
@@ -70,6 +81,8 @@ class WriteSettings(_Section):
 
     @model_validator(mode="after")
     def _window_stride(self) -> WriteSettings:
+        if self.events != "off" and self.mode == "turn":
+            raise ValueError("write.events summarises topic segments of batches: it needs write.mode = 'batch'")
         if self.stride is not None:
             if self.window_turns is None:
                 raise ValueError("write.stride needs write.window_turns")

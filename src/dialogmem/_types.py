@@ -123,6 +123,7 @@ class SearchHit(BaseModel):
     speaker_name: str
     source_turn_ids: list[str]
     tier: Tier = "mtm"  # "ltm": shared, de-identified knowledge, not this user's own episode
+    memory_class: str = "fact"  # "event": an event unit's summary (write.events)
     sources: list[SourceTurn] | None = None  # the L2 raw turns, with ``search(..., expand=True)``
 
     @classmethod
@@ -130,7 +131,7 @@ class SearchHit(BaseModel):
         return cls(
             id=record.id, memory=record.memory, score=score, time_stamp=record.time_stamp,
             weekday=record.weekday, speaker_name=record.speaker_name,
-            source_turn_ids=list(record.source_turn_ids), tier=record.tier,
+            source_turn_ids=list(record.source_turn_ids), tier=record.tier, memory_class=record.memory_class,
         )
 
 

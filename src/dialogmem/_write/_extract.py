@@ -88,6 +88,7 @@ class ExtractedFact(BaseModel):
     session_id: str | None = None
     salience: float = DEFAULT_SALIENCE
     method: Literal["llm", "rule"] = "rule"
+    memory_class: str = "fact"  # "event": an event unit's summary (write.events)
     agent_id: str | None = None  # provenance of the turn the fact belongs to (its latest source)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -256,10 +257,15 @@ class ExtractionOutput(BaseModel):
     data: list[_FactItem]
 
 
+def resolved(turn: BufferedTurn) -> str:
+    """The turn's text for a prompt line: relative dates resolved against its time (so even a small
+    model can copy them), whitespace collapsed."""
+    return " ".join(absolutize(turn.content(), turn.reference_time()).split())
+
+
 def render_line(source_id: int, turn: BufferedTurn) -> str:
-    """One transcript line; dates are pre-resolved so even a small model can copy them."""
-    body = " ".join(absolutize(turn.content(), turn.reference_time()).split())
-    return f"[{turn.time_stamp}, {turn.weekday}] {source_id}.{turn.speaker}: {body}"
+    """One transcript line of the extraction prompt."""
+    return f"[{turn.time_stamp}, {turn.weekday}] {source_id}.{turn.speaker}: {resolved(turn)}"
 
 
 class LLMExtractor:

@@ -14,6 +14,7 @@ from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
 from ._compress import Compressor, make_compressor
+from ._events import LLMEventWriter
 from ._extract import BufferedTurn, Extractor, LLMExtractor, RuleExtractor
 from ._interactions import due_interactions
 from ._segment import NoSegmenter, Segmenter, make_segmenter
@@ -51,6 +52,7 @@ class WriteStages:
     synthesis: Synthesis | None = None  # online synthesis at write time (write.synthesis)
     turn_writer: TurnWriter | None = None  # write.mode = "turn": one item per interaction
     llm_writes_turns: bool = False
+    events: LLMEventWriter | None = None  # write.events: an event summary per topic unit
     # compressed text and token count per (turn id, text): compression may be a model call, and a
     # pending turn is looked at again by every later decision until its batch is due
     _cache: OrderedDict[tuple[str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
@@ -62,7 +64,7 @@ class WriteStages:
         every turn is due at once and no LLM call sits between arrival and storage."""
         if self.turn_writer is not None:
             return not self.llm_writes_turns
-        return self.policy.immediate and not self.llm_extracts
+        return self.policy.immediate and not self.llm_extracts and self.events is None
 
     def due(self, pending: Sequence[BufferedTurn], *, force: bool) -> Batch:
         """The batch of ``pending`` turns due now (compressed, with topic ids), or []."""
@@ -104,18 +106,23 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
     compressor = make_compressor(settings.compressor, **opts)
     llm_extracts = use_llm("write.extractor", settings.extractor, llm)
     extractor, context = _extractor(settings, llm, llm_extracts)
+    events = None
+    if settings.events != "off" and use_llm("write.events", settings.events, llm):
+        events = LLMEventWriter(llm, max_turns=settings.event_turns, overlap=settings.event_overlap)
+        context = max(context, settings.event_overlap)
+    batched = llm_extracts or events is not None  # an LLM call per batch: buffer whole topics
     segmenter_name = settings.segmenter
     if segmenter_name == "auto":
-        segmenter_name = "attention" if llm_extracts else "none"
+        segmenter_name = "attention" if batched else "none"
     sensory = settings.sensory_tokens
     if sensory is None:
-        sensory = 512 if llm_extracts else 0
+        sensory = 512 if batched else 0
     threshold = settings.stm_threshold
     if threshold is None:
-        threshold = 512 if llm_extracts else 0
+        threshold = 512 if batched else 0
     return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder,
                        BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context,
-                       synthesis=_synthesis(settings, llm), **_turn_writer(settings, llm))
+                       synthesis=_synthesis(settings, llm), events=events, **_turn_writer(settings, llm))
 
 
 def _turn_writer(settings: WriteSettings, llm: LLMClient) -> dict[str, object]:

@@ -27,7 +27,7 @@ from .._errors import LLMError
 from .._models._llm_base import LLMClient
 from .._prompts.turnwrite import render_turnwrite_messages
 from .._text import clip_words, is_filler
-from ._extract import CONTEXT_WORDS, BufferedTurn
+from ._extract import CONTEXT_WORDS, BufferedTurn, resolved
 from ._timenorm import absolutize
 
 logger = logging.getLogger(__name__)
@@ -47,10 +47,6 @@ class WrittenMemory(BaseModel):
 class TurnWriter(Protocol):
     def write(self, turns: Sequence[BufferedTurn], context: Sequence[BufferedTurn] = ()) -> WrittenMemory:
         """The memory item of one interaction; ``context``: earlier turns, oldest first."""
-
-
-def _normalised(turn: BufferedTurn) -> str:
-    return " ".join(absolutize(turn.content(), turn.reference_time()).split())
 
 
 def _same_session(turns: Sequence[BufferedTurn], context: Sequence[BufferedTurn], limit: int) -> list[BufferedTurn]:
@@ -78,8 +74,8 @@ class RuleTurnWriter:
         if not turns or all(is_filler(t.content()) for t in turns):
             return WrittenMemory(text="", method="rule")
         ctx = _same_session(turns, context, self.context_turns)
-        lines = [f"{c.speaker}: {clip_words(_normalised(c), CONTEXT_WORDS)}" for c in ctx]
-        lines += [f"{t.speaker}: {_normalised(t)}" for t in turns]
+        lines = [f"{c.speaker}: {clip_words(resolved(c), CONTEXT_WORDS)}" for c in ctx]
+        lines += [f"{t.speaker}: {resolved(t)}" for t in turns]
         ids = list(dict.fromkeys(t.turn_id for t in [*ctx, *turns]))
         return WrittenMemory(text="\n".join(lines), source_turn_ids=ids, method="rule")
 
@@ -121,4 +117,4 @@ class LLMTurnWriter:
 
 
 def _line(turn: BufferedTurn) -> str:
-    return f"[{turn.time_stamp}] {turn.speaker}: {_normalised(turn)}"
+    return f"[{turn.time_stamp}] {turn.speaker}: {resolved(turn)}"

@@ -43,6 +43,8 @@ _JUDGE = typer.Option(True, "--judge/--no-judge", help="grade answers with the L
 _LLM_FREE_MEMORY = typer.Option(False, "--llm-free-memory", help=(
     "dialogmem builds and searches its memory without the LLM (rules extractor, planner, selector, "
     "updater, consolidator): the LLM is only the reader, as for the naive baselines"))
+_KEEP_STORES = typer.Option(False, "--keep-stores", help=(
+    "keep each finished unit's store (OUT/scratch/SYSTEM/CONVERSATION) for inspection; --fresh removes it"))
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -149,6 +151,7 @@ def locomo(
     quiet: bool = _QUIET, budgets: str = _BUDGETS, budget_k: int = _BUDGET_K,
     limit: int = typer.Option(None, "--limit", help="only the first N questions of each conversation"),
     answer: str = _ANSWER, judge: bool = _JUDGE, llm_free_memory: bool = _LLM_FREE_MEMORY,
+    keep_stores: bool = _KEEP_STORES,
 ) -> None:
     """LoCoMo: turn- and session-level recall@k and at context budgets per category; with an LLM, F1,
     BLEU-1, judge accuracy, reader tokens, dialogmem's deep ratio and rounds."""
@@ -156,7 +159,7 @@ def locomo(
     _run("locomo", data=data, out=out, conversations=conversations, limit=limit, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
          fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k, answer=answer, judge=judge,
-         llm_free_memory=llm_free_memory)
+         llm_free_memory=llm_free_memory, keep_stores=keep_stores)
 
 
 @bench_app.command("longmemeval")
@@ -169,6 +172,7 @@ def longmemeval(
     config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
     quiet: bool = _QUIET, budgets: str = _BUDGETS, budget_k: int = _BUDGET_K,
     answer: str = _ANSWER, judge: bool = _JUDGE, llm_free_memory: bool = _LLM_FREE_MEMORY,
+    keep_stores: bool = _KEEP_STORES,
 ) -> None:
     """LongMemEval: recall_any/all per session and turn, at k and at context budgets; with an LLM,
     per-type judge accuracy."""
@@ -176,4 +180,4 @@ def longmemeval(
     _run("longmemeval", data=data, out=out, conversations=questions, limit=limit, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
          fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k, answer=answer, judge=judge,
-         llm_free_memory=llm_free_memory)
+         llm_free_memory=llm_free_memory, keep_stores=keep_stores)

@@ -60,6 +60,7 @@ class BenchSpec(BaseModel):
     judge: bool = True  # grade answers with the LLM judge (--no-judge: F1 and BLEU-1 only)
     llm_free_memory: bool = False  # dialogmem builds and searches its memory without the LLM (it only reads)
     answer_retries: int = Field(1, ge=0, le=5)  # a failed answer call is tried again this often, then recorded
+    keep_stores: bool = False  # leave each unit's store in out/scratch/SYSTEM/CONVERSATION after it finishes
 
     def chosen_systems(self) -> list[str]:
         if self.systems:
@@ -100,8 +101,9 @@ class BenchSpec(BaseModel):
             cfg = cfg.model_copy(update={"answer": cfg.answer.model_copy(update={"mode": self.answer})})
         if not self.llm_free_memory:
             return cfg
-        rules = {"write": cfg.write.model_copy(update={"extractor": "rules", "turn_writer": "rules", "synthesis": (
-                     "rules" if cfg.write.synthesis in ("auto", "llm") else cfg.write.synthesis)}),
+        synthesis = "rules" if cfg.write.synthesis in ("auto", "llm") else cfg.write.synthesis
+        rules = {"write": cfg.write.model_copy(update={"extractor": "rules", "turn_writer": "rules", "events": "off",
+                                                       "synthesis": synthesis}),
                  "read": cfg.read.model_copy(update={"planner": "rules", "selector": "rules"}),
                  "sleep": cfg.sleep.model_copy(update={"updater": "rules", "consolidator": "rules"})}
         return cfg.model_copy(update=rules)
@@ -266,7 +268,8 @@ def _run_unit(spec: BenchSpec, dataset: BenchDataset, conv: BenchConversation, n
     }
     state.save_unit(header, records)
     state.drop_partial(name, conv.id)
-    state.remove_scratch(scratch)
+    if not spec.keep_stores:
+        state.remove_scratch(scratch)
 
 
 def _question(spec: BenchSpec, dataset: str, system: BenchSystem, q: BenchQuestion,
