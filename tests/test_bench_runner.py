@@ -451,6 +451,19 @@ def test_llm_mode_answer_options_dialogmem_deep_ratio_and_the_plain_naive_prompt
     assert all(q["light_prediction"] == "not mentioned" for q in deep)
     assert all(q["light_prediction"] == q["prediction"] == "Paris" for q in dm_q if q not in deep)
     assert dm["f1_light"] is not None and naive["f1_light"] is None
+    # the turns each dialogmem answer cites are recorded and scored against the evidence
+    assert all("cited_turns" in q for q in dm_q) and not any("cited_turns" in q for q in units if q not in dm_q)
+    assert dm["cited"] is not None and naive["cited"] is None and naive["cite_precision"] is None
+
+
+def test_citation_scores_against_the_evidence() -> None:
+    from dialogmem.bench._runner import citation_scores
+
+    assert citation_scores(["D1:1", "D1:2", "D1:2"], ["D1:2", "D3:4"]) == {
+        "cited_turns": ["D1:1", "D1:2", "D1:2"], "cite_precision": 0.5, "cite_hit": 1.0}
+    assert citation_scores(["D1:1"], ["D1:2"]) == {"cited_turns": ["D1:1"], "cite_precision": 0.0, "cite_hit": 0.0}
+    assert citation_scores([], ["D1:2"]) == {"cited_turns": []}  # no citation: nothing to score
+    assert citation_scores(["D1:1"], []) == {"cited_turns": ["D1:1"]}  # no evidence: nothing to score
 
 
 def test_bench_cli_refuses_an_unknown_answer_mode(tmp_path: Path) -> None:

@@ -90,6 +90,9 @@ def _qa(groups: dict[str, list[dict[str, Any]]], order: list[str]) -> dict[str, 
                          if any(q.get("answer_mode") for q in answered) else None, 2),
             "answer_s": _r(m.mean(q["answer_ms"] / 1000 for q in answered if "answer_ms" in q), 2),
             "f1_light": _r(m.mean(q.get("f1_light") for q in answered)),
+            "cited": _r(m.mean((1.0 if q["cited_turns"] else 0.0) for q in answered if "cited_turns" in q)),
+            "cite_precision": _r(m.mean(q.get("cite_precision") for q in answered)),
+            "cite_hit": _r(m.mean(q.get("cite_hit") for q in answered)),
         }
     return out
 
@@ -283,15 +286,18 @@ def _qa_section(results: dict[str, Any], cols: list[str]) -> list[str]:
               "write path's MiniLM token count); deep ratio: share of questions where dialogmem ran its "
               "deep module; rounds: deep rounds per question; s/question: answer wall time; F1 of its light "
               "answers: dialogmem's light-module answer of the same run scored alone (what --answer light "
-              "gives, at temperature 0).", ""]
+              "gives, at temperature 0); cited: share of answers that cite turns; cite precision / cite hit: "
+              "of the answers that cite turns and have evidence, the share of cited turns that are evidence "
+              "turns, and the share that cite at least one.", ""]
     rows = [[name, s["qa"][OVERALL]["n"], s["qa"][OVERALL]["f1"], s["qa"][OVERALL].get("f1_light"),
              s["qa"][OVERALL].get("reader_tokens"),
              s["qa"][OVERALL].get("deep_ratio"), s["qa"][OVERALL].get("rounds"), s["qa"][OVERALL].get("answer_s"),
-             s["qa"][OVERALL].get("answer_failures")]
+             s["qa"][OVERALL].get("answer_failures"), s["qa"][OVERALL].get("cited"),
+             s["qa"][OVERALL].get("cite_precision"), s["qa"][OVERALL].get("cite_hit")]
             for name, s in systems.items() if OVERALL in s["qa"]]
     lines += _table(["system", "questions", "F1", "F1 of its light answers", "reader tokens/question",
-                     "deep ratio", "rounds",
-                     "s/question", "failed answers"], rows)
+                     "deep ratio", "rounds", "s/question", "failed answers", "cited", "cite precision",
+                     "cite hit"], rows)
     failures = {name: sum(c.get("judge_failures", 0) for cat, c in s["qa"].items() if cat != OVERALL)
                 for name, s in systems.items()}
     if any(failures.values()):

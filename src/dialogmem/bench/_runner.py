@@ -286,10 +286,23 @@ def _question(spec: BenchSpec, dataset: str, system: BenchSystem, q: BenchQuesti
         if error:
             rec["answer_error"] = error
         rec.update(qa_scores(dataset, q, ans.text, judge))
+        if ans.cited_turn_ids is not None:
+            rec.update(citation_scores(ans.cited_turn_ids, q.evidence))
         if ans.light_text is not None and dataset == "locomo":  # light-only F1 of the same run, no extra call
             rec.update(light_prediction=ans.light_text,
                        f1_light=m.locomo_f1(ans.light_text, q.answer, q.category_id))
     return rec
+
+
+def citation_scores(cited: list[str], evidence: list[str]) -> dict[str, Any]:
+    """How well an answer's cited turns match the question's evidence turns: ``cited_turns`` always;
+    with evidence and at least one citation, ``cite_precision`` (share of the cited turns that are
+    evidence) and ``cite_hit`` (1.0 when any is)."""
+    out: dict[str, Any] = {"cited_turns": list(cited)}
+    if cited and evidence:
+        right = len(set(cited) & set(evidence))
+        out.update(cite_precision=right / len(set(cited)), cite_hit=1.0 if right else 0.0)
+    return out
 
 
 def _answer(system: BenchSystem, q: BenchQuestion, retries: int) -> tuple[AnswerOutcome, str | None]:

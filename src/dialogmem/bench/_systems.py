@@ -47,6 +47,7 @@ class AnswerOutcome(BaseModel):
     mode: str | None = None  # dialogmem: "light" or "deep" (the module that ran last)
     rounds: int = 0  # dialogmem: deep rounds
     light_text: str | None = None  # dialogmem: the light module's answer (what --answer light would give)
+    cited_turn_ids: list[str] | None = None  # dialogmem: the turns the answer says it rests on
 
 
 class IngestCost(BaseModel):
@@ -188,7 +189,7 @@ class DialogmemSystem:
         latency = (time.perf_counter() - started) * 1000
         return AnswerOutcome(text=str(reply.text), latency_ms=latency, context_tokens=reply.context_tokens,
                              prompt_tokens=reply.prompt_tokens, mode=reply.mode, rounds=reply.rounds,
-                             light_text=reply.light_text)
+                             light_text=reply.light_text, cited_turn_ids=list(reply.turn_ids))
 
     def query_usage(self) -> dict[str, int]:
         """LLM calls and tokens spent since ingest ended (planning, selection, answering)."""
