@@ -80,7 +80,7 @@ class WriteSettings(_Section):
         "Backend of mode='turn': the LLM summary (turnwrite prompt) or the LLM-free rule item."))
 
     @model_validator(mode="after")
-    def _window_stride(self) -> WriteSettings:
+    def _consistent(self) -> WriteSettings:
         if self.events != "off" and self.mode == "turn":
             raise ValueError("write.events summarises topic segments of batches: it needs write.mode = 'batch'")
         if self.stride is not None:

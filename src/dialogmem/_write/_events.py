@@ -24,8 +24,7 @@ from .._backends import with_fallback
 from .._models._llm_base import LLMClient
 from .._prompts.events import render_event_messages
 from .._text import is_filler
-from ._extract import Batch, BufferedTurn, ExtractedFact, fact_from_turns, resolved
-from ._timenorm import absolutize
+from ._extract import Batch, BufferedTurn, ExtractedFact, model_fact, resolved
 
 STAGE = "event_write"
 EVENT_CLASS = "event"  # MemoryRecord.memory_class of an event unit ("fact" for the others)
@@ -98,6 +97,4 @@ class LLMEventWriter:
         text = " ".join((reply.summary or "").split())
         if text.casefold() in _EMPTY:
             return []
-        latest = max(unit, key=lambda t: t.float_time_stamp)
-        fact = fact_from_turns(absolutize(text, latest.reference_time()), unit, method="llm")
-        return [fact.model_copy(update={"memory_class": EVENT_CLASS})]
+        return [model_fact(text, unit).model_copy(update={"memory_class": EVENT_CLASS})]

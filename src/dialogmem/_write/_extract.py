@@ -130,6 +130,13 @@ def fact_from_turns(text: str, turns: Sequence[BufferedTurn], *, method: Literal
     )
 
 
+def model_fact(text: str, turns: Sequence[BufferedTurn]) -> ExtractedFact:
+    """A statement a model wrote about ``turns``, relative dates in it made absolute against the
+    latest of them."""
+    latest = max(turns, key=lambda t: t.float_time_stamp)
+    return fact_from_turns(absolutize(text, latest.reference_time()), turns, method="llm")
+
+
 class RuleExtractor:
     """LLM-free extraction: every turn becomes one speaker-prefixed, time-normalised memory.
 
@@ -200,10 +207,7 @@ def facts_in_turn_order(out: ExtractionOutput, turns: Sequence[BufferedTurn], ci
         if (ids, text.casefold()) in seen:  # small models loop; a repeated fact is the same memory
             continue
         seen.add((ids, text.casefold()))
-        sources = [turns[i] for i in ids]
-        latest = max(sources, key=lambda t: t.float_time_stamp)
-        found.append((ids, order, fact_from_turns(absolutize(text, latest.reference_time()), sources,
-                                                  method="llm")))
+        found.append((ids, order, model_fact(text, [turns[i] for i in ids])))
     if enrich:  # every turn, as LLM-free: filler too (with a low salience)
         missing = list(range(len(turns)))
     else:
