@@ -9,6 +9,7 @@ import pytest
 
 from dialogmem._prompts import answer_v2 as v2
 from dialogmem._prompts.answer_v2 import CitedAnswer, ContextLine
+from dialogmem._timenorm import absolutize
 
 LINES = [
     ContextLine(when=datetime(2023, 1, 20, 16, 4), speaker="Jon",
@@ -85,6 +86,16 @@ def test_render_line_dates_numbers_and_speakers() -> None:
     # a stored turn pair keeps its own speakers and becomes one line
     assert v2.render_line(2, LINES[1]) == "[2] 7 May 2023, Jon: How is the studio? / Gina: Busy!"
     assert v2.render_line(None, LINES[2]) == "a note without a date"
+
+
+def test_render_line_re_says_week_phrases_from_the_line_date() -> None:
+    said = datetime(2023, 6, 9, 13, 0)
+    line = ContextLine(when=said, speaker="Caroline", text=absolutize("I spoke at a school last week", said))
+    assert v2.render_line(3, line) == \
+        "[3] 9 June 2023, Caroline: I spoke at a school the week before 9 June 2023"
+    # without a date the stored bracket is shown as it is
+    assert v2.render_line(None, line.model_copy(update={"when": None})) == \
+        "Caroline: I spoke at a school last week (the week of 29 May 2023)"
 
 
 def test_short_answer_messages() -> None:

@@ -14,8 +14,8 @@ from types import ModuleType
 
 import pytest
 
+from dialogmem._timenorm import absolutize
 from dialogmem._write._coref import resolve
-from dialogmem._write._timenorm import absolutize
 
 ROOT = Path(__file__).resolve().parents[1]
 MC = [("Melanie", "Hi Caroline!")]  # a two-party session: Caroline speaks to Melanie

@@ -1,13 +1,13 @@
-"""Relative time phrases made absolute against the turn time (write/_timenorm.py)."""
+"""Relative time phrases made absolute against the turn time (_timenorm.py)."""
 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from dialogmem._write._timenorm import absolutize
+from dialogmem._timenorm import absolutize, anchored
 
 MON = datetime(2023, 5, 8, 13, 56)  # Monday
 SAT = datetime(2023, 5, 6, 9, 0)  # Saturday
@@ -105,3 +105,43 @@ def test_deterministic_across_calls() -> None:
     outs = {absolutize(text, MON) for _ in range(5)}
     assert outs == {"two weeks ago (the week of 2023-04-24) and last Sunday (2023-05-07) "
                     "and in 4 days (2023-05-12)"}
+
+
+FRI = datetime(2023, 6, 9, 13, 0)  # Friday
+
+ANCHORED = [
+    # (said, text before it is stored, what a reader is shown)
+    (FRI, "I spoke at a school last week", "I spoke at a school the week before 2023-06-09"),
+    (FRI, "we camped last weekend", "we camped the weekend before 2023-06-09"),
+    (FRI, "I ran a race last Saturday", "I ran a race the Saturday before 2023-06-09"),
+    (FRI, "two weeks ago I painted", "two weeks before 2023-06-09 I painted"),
+    (FRI, "a week ago", "a week before 2023-06-09"),
+    (FRI, "this week I applied", "the week of 2023-06-09 I applied"),
+    # day-, month- and year-grained brackets are already what people say
+    (FRI, "yesterday I went", "yesterday (2023-06-08) I went"),
+    (FRI, "two days ago", "two days ago (2023-06-07)"),
+    (FRI, "I read it last year", "I read it last year (2022)"),
+    (FRI, "last month", "last month (May 2023)"),
+    (FRI, "next week", "next week (the week of 2023-06-12)"),
+]
+
+
+@pytest.mark.parametrize(("said", "text", "shown"), ANCHORED)
+def test_anchored_re_says_week_phrases_from_the_day_said(said: datetime, text: str, shown: str) -> None:
+    stored = absolutize(text, said)
+    assert anchored(stored, said.date()) == shown
+    assert anchored(shown, said.date()) == shown  # idempotent
+
+
+def test_anchored_leaves_brackets_it_did_not_write() -> None:
+    stored = absolutize("I went to a school last week", FRI)
+    # the text is shown with another day than the one it was written against: left as stored
+    assert anchored(stored, date(2023, 6, 20)) == stored
+    # a bracket the speaker typed after the phrase is not a date bracket
+    assert anchored("last week (at last) we met", FRI.date()) == "last week (at last) we met"
+    assert anchored("no phrase (2023-06-02) here", FRI.date()) == "no phrase (2023-06-02) here"
+    # two phrases in one text, each re-said
+    both = absolutize("last week and last Friday", FRI)
+    assert anchored(both, FRI.date()) == "the week before 2023-06-09 and the Friday before 2023-06-09"
+    # a capital and a possessive are kept
+    assert anchored(absolutize("Last week's talk", FRI), FRI.date()) == "The week before 2023-06-09's talk"

@@ -28,7 +28,9 @@ from datetime import date, datetime
 
 from pydantic import BaseModel, Field
 
-VERSION = "answer-v2"
+from .._timenorm import anchored
+
+VERSION = "answer-v3"
 
 NOT_MENTIONED = "not mentioned"
 MAX_WORDS = 6
@@ -110,7 +112,8 @@ def render_line(number: int | None, line: ContextLine) -> str:
     A memory that already starts with ``Name:`` (a stored turn pair) keeps its own speakers; its
     inner line breaks become `` / `` so that one numbered line is one memory.
     """
-    text = natural_dates(" / ".join(part.strip() for part in line.text.splitlines() if part.strip()))
+    text = " / ".join(part.strip() for part in line.text.splitlines() if part.strip())
+    text = natural_dates(anchored(text, line.when.date()) if line.when is not None else text)
     if line.speaker and not _LEADING_SPEAKER.match(text):
         text = f"{line.speaker}: {text}"
     stamp = f"{human_date(line.when.date())}, " if line.when is not None else ""

@@ -1,5 +1,6 @@
 """The write path: pre-compression, topic segmentation, due batches, extraction, time normalisation."""
 
+from .._timenorm import absolutize
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch, topic_id
 from ._compress import (
     Compressor,
@@ -12,7 +13,6 @@ from ._compress import (
 from ._extract import BufferedTurn, ExtractedFact, Extractor, LLMExtractor, RuleExtractor
 from ._segment import Segmenter, make_segmenter
 from ._stages import WriteStages, make_write_stages
-from ._timenorm import absolutize
 from ._tokens import count_tokens
 
 __all__ = [

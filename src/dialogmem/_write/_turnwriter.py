@@ -27,8 +27,8 @@ from .._errors import LLMError
 from .._models._llm_base import LLMClient
 from .._prompts.turnwrite import render_turnwrite_messages
 from .._text import clip_words, is_filler
+from .._timenorm import absolutize
 from ._extract import CONTEXT_WORDS, BufferedTurn, resolved
-from ._timenorm import absolutize
 
 logger = logging.getLogger(__name__)
 

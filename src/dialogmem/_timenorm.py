@@ -7,6 +7,12 @@ brackets, so nothing the speaker said is lost and a later reader (or retriever) 
 Granularity follows the phrase: days give ``2023-05-07``; weeks ``the week of 2023-05-01`` (its
 Monday); weekends ``the weekend of 2023-05-13`` (its Saturday); months ``April 2023``; years ``2022``.
 
+``anchored`` re-says week-grained phrases for a reader from the day they were said, the way people
+(and LoCoMo's annotators) state them: ``last week (the week of 2023-05-29)`` said on 9 June 2023
+reads ``the week before 2023-06-09``, ``last Friday (2023-07-14)`` said on 15 July reads ``the
+Friday before 2023-07-15``. The calendar week's Monday is a date nobody said; the stored text keeps
+the phrase and the exact day.
+
 Phrases are found with our own regular expressions (one compiled pattern, so a turn without any
 temporal phrase costs a few microseconds); only the phrase is handed to ``dateparser``, always with
 ``RELATIVE_BASE`` set to the turn time, never the wall clock. Calendar anchors that dateparser does
@@ -22,7 +28,7 @@ import logging
 import re
 from datetime import date, datetime, timedelta
 
-from .._calendar import NUMBER_WORDS, WEEKDAY_NAMES, alternation
+from ._calendar import NUMBER_WORDS, WEEKDAY_NAMES, alternation
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +79,55 @@ def absolutize(text: str, reference: datetime) -> str:
         last = m.end()
     out.append(text[last:])
     return "".join(out)
+
+
+_BRACKET = re.compile(r"\s*\(([^()]*)\)")
+
+
+def anchored(text: str, said: date) -> str:
+    """``text`` for a reader: "last week", "last weekend", "last <weekday>", "this week" and "N weeks
+    ago", each with the bracket ``absolutize`` wrote after it, replaced by the time re-said from
+    ``said``, the day the phrase was said ("the week before 2023-06-09").
+
+    Only a phrase whose bracket is exactly what ``absolutize`` writes for it on ``said`` is
+    replaced (a text stamped with another day, or a bracket the speaker typed, is left as it is);
+    other phrases (days, months, years) keep theirs. Pure; applying it twice is applying it once.
+    """
+    if "(" not in text:
+        return text
+    out: list[str] = []
+    last = 0
+    for m in _PATTERN.finditer(text):
+        bracket = _BRACKET.match(text, m.end())
+        if bracket is None or bracket[1] != _resolve_match(m, said):
+            continue
+        label = _said_label(m, said)
+        if label is None:
+            continue
+        if m[0][0].isupper():
+            label = label[0].upper() + label[1:]
+        out.append(text[last:m.start()])
+        out.append(label + ("'s" if m[0].lower().endswith(("'s", "’s")) else ""))
+        last = bracket.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _said_label(m: re.Match[str], said: date) -> str | None:
+    day = said.isoformat()
+    if m.group("ago"):
+        unit = _unit(m.group("ago_u"))
+        return f"{m.group('ago_n').lower()} {m.group('ago_u').lower()} before {day}" if unit == "week" else None
+    if not m.group("rel"):
+        return None
+    which, unit = m.group("rel_w").lower(), m.group("rel_u").lower()
+    if which == "last" and unit in ("week", "weekend"):
+        return f"the {unit} before {day}"
+    if which == "last" and unit in WEEKDAY_NAMES:
+        return f"the {unit.capitalize()} before {day}"
+    if which == "this" and unit == "week":
+        return f"the week of {day}"
+    return None
 
 
 def _resolve_match(m: re.Match[str], ref: date) -> str | None:
