@@ -114,3 +114,44 @@ def test_locomo_limit_keeps_the_first_questions_and_every_turn(tmp_path: Path) -
     for whole, part in zip(full.conversations, limited.conversations, strict=True):
         assert [q.id for q in part.questions] == [q.id for q in whole.questions[:1]]
         assert part.turns() == whole.turns()  # the whole conversation is still ingested
+
+
+def test_locomo_categories_and_sample_choose_questions(tmp_path: Path) -> None:
+    from dialogmem.bench._runner import BenchSpec, load_dataset
+
+    full = load_locomo(LOCOMO)
+
+    def chosen(**kw: object) -> list[list[str]]:
+        spec = BenchSpec(dataset="locomo", data=LOCOMO, out=tmp_path, **kw)
+        return [[q.id for q in c.questions] for c in load_dataset(spec).conversations]
+
+    wanted = {2, 4}
+    by_category = chosen(categories=sorted(wanted))
+    assert by_category == [[q.id for q in c.questions if q.category_id in wanted] for c in full.conversations]
+    assert any(ids for ids in by_category)
+    # a sample: the same questions every time, a subset of the chosen categories, in dataset order
+    one = chosen(categories=sorted(wanted), sample=1)
+    assert one == chosen(categories=sorted(wanted), sample=1)
+    for part, whole in zip(one, by_category, strict=True):
+        assert len(part) == min(1, len(whole)) and set(part) <= set(whole)
+    two = chosen(sample=2)
+    for part, c in zip(two, full.conversations, strict=True):
+        order = [q.id for q in c.questions]
+        assert part == [q for q in order if q in part] and len(part) == min(2, len(order))
+    assert chosen(sample=10_000) == [[q.id for q in c.questions] for c in full.conversations]
+    with pytest.raises(InputError, match="give one of them"):
+        chosen(limit=1, sample=1)
+    with pytest.raises(InputError, match="LoCoMo options"):
+        load_dataset(BenchSpec(dataset="longmemeval", data=LOCOMO, out=tmp_path, sample=1))
+
+
+def test_question_selection_is_part_of_the_run_settings(tmp_path: Path) -> None:
+    from dialogmem.bench._runner import BenchSpec, load_dataset
+
+    def settings(**kw: object) -> dict[str, object]:
+        spec = BenchSpec(dataset="locomo", data=LOCOMO, out=tmp_path, **kw)
+        return spec.settings(load_dataset(spec))
+
+    assert "questions" not in settings()  # run directories written before the selection was recorded resume
+    assert settings(sample=2)["questions"] == {"limit": None, "categories": None, "sample": 2}
+    assert settings(sample=2) != settings(sample=3) != settings(limit=3)

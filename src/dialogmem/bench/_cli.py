@@ -84,6 +84,7 @@ def _run(dataset: str, **kw: Any) -> None:
         spec = BenchSpec(dataset=dataset, ks=_ints(kw.pop("k"), "--k"),
                          budgets=_ints(kw.pop("budgets"), "--budgets", allow_empty=True),
                          conversations=_split(kw.pop("conversations")),
+                         categories=_ints(chosen, "--categories") if (chosen := kw.pop("categories", None)) else None,
                          systems=_split(kw.pop("systems")), config=config, **kw)
         if quiet:
             results = run_benchmark(spec)
@@ -150,13 +151,20 @@ def locomo(
     config: Path = _CONFIG, answer_k: int = _ANSWER_K, sleep: bool = _SLEEP, fresh: bool = _FRESH,
     quiet: bool = _QUIET, budgets: str = _BUDGETS, budget_k: int = _BUDGET_K,
     limit: int = typer.Option(None, "--limit", help="only the first N questions of each conversation"),
+    categories: str = typer.Option(None, "--categories", help=(
+        "only these category ids, e.g. 1,2,3,4 (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, "
+        "5 adversarial)")),
+    sample: int = typer.Option(None, "--sample", help=(
+        "a random N of each conversation's questions (after --categories), the same in every run; LoCoMo "
+        "lists its questions roughly by category, so the first N (--limit) are not a fair mix")),
     answer: str = _ANSWER, judge: bool = _JUDGE, llm_free_memory: bool = _LLM_FREE_MEMORY,
     keep_stores: bool = _KEEP_STORES,
 ) -> None:
     """LoCoMo: turn- and session-level recall@k and at context budgets per category; with an LLM, F1,
     BLEU-1, judge accuracy, reader tokens, dialogmem's deep ratio and rounds."""
     logging.basicConfig(level=logging.WARNING)
-    _run("locomo", data=data, out=out, conversations=conversations, limit=limit, mode=mode, llm=llm,
+    _run("locomo", data=data, out=out, conversations=conversations, limit=limit, sample=sample,
+         categories=categories, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
          fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k, answer=answer, judge=judge,
          llm_free_memory=llm_free_memory, keep_stores=keep_stores)

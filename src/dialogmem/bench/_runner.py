@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,10 @@ class BenchSpec(BaseModel):
     out: Path
     conversations: list[str] | None = None  # LoCoMo sample_ids / LongMemEval question_ids
     limit: int | None = None  # LongMemEval: the first N questions; LoCoMo: per conversation
+    # LoCoMo: only these category ids (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial)
+    categories: list[int] | None = None
+    # LoCoMo: a seeded random N of each conversation's questions (after ``categories``), in dataset order
+    sample: int | None = Field(None, ge=1)
     # llm-free: no LLM anywhere; llm-write: dialogmem writes with its LLM, retrieval metrics only;
     # llm: also QA (reader) and judge
     mode: Literal["llm-free", "llm-write", "llm"] = "llm-free"
@@ -81,7 +86,11 @@ class BenchSpec(BaseModel):
     def settings(self, dataset: BenchDataset) -> dict[str, Any]:
         """What must be equal for checkpoints of two invocations to be combined."""
         llm = self.config.llm
-        return {
+        chosen = {"limit": self.limit, "categories": self.categories, "sample": self.sample}
+        # the question selection, only when one is made (a run directory written before it was recorded
+        # resumes as it did); units saved for other questions must not be mixed into a run
+        selection = {"questions": chosen} if any(v is not None for v in chosen.values()) else {}
+        return {**selection,
             "dataset": self.dataset, "data_sha256": dataset.sha256, "mode": self.mode,
             "ks": sorted(self.ks), "answer_k": self.answer_k, "sleep": self.sleep,
             "budgets": sorted(self.budgets), "budget_k": self.fetch_k() if self.budgets else None,
@@ -126,11 +135,14 @@ ProgressCallback = Callable[[Progress], None]
 
 
 def load_dataset(spec: BenchSpec) -> BenchDataset:
+    if spec.limit is not None and spec.sample is not None:
+        raise InputError("--limit and --sample both choose questions: give one of them")
+    if spec.dataset != "locomo" and (spec.categories is not None or spec.sample is not None):
+        raise InputError("--categories and --sample are LoCoMo options")
     if spec.dataset == "locomo":
         dataset = load_locomo(spec.data, spec.conversations)
-        if spec.limit is not None:  # a smaller QA run: the whole conversation is still ingested
-            for conv in dataset.conversations:
-                conv.questions = conv.questions[:spec.limit]
+        for conv in dataset.conversations:  # a smaller QA run: the whole conversation is still ingested
+            conv.questions = chosen_questions(conv, spec)
         return dataset
     return load_longmemeval(spec.data, spec.conversations, limit=spec.limit)
 
@@ -161,6 +173,22 @@ def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, Sy
         "full-context": lambda conv, scratch: FullContext(reader, window_tokens=cfg.llm.n_ctx,
                                                           answer_tokens=min(cfg.llm.max_tokens, 128)),
     }
+
+
+def chosen_questions(conv: BenchConversation, spec: BenchSpec) -> list[BenchQuestion]:
+    """The questions of ``conv`` that a LoCoMo run asks: those of ``spec.categories``, then the first
+    ``spec.limit`` or a random ``spec.sample`` of them. The sample is seeded by the conversation id, so
+    every run (every system, every config) asks the same questions, and keeps the dataset's order.
+    LoCoMo lists questions roughly by category, so the first N are not a fair mix: a sample is."""
+    qs = list(conv.questions)
+    if spec.categories is not None:
+        qs = [q for q in qs if q.category_id in spec.categories]
+    if spec.limit is not None:
+        return qs[:spec.limit]
+    if spec.sample is not None and spec.sample < len(qs):
+        keep = set(random.Random(conv.id).sample(range(len(qs)), spec.sample))
+        return [q for i, q in enumerate(qs) if i in keep]
+    return qs
 
 
 def run_benchmark(spec: BenchSpec, *, progress: ProgressCallback | None = None,
