@@ -136,3 +136,74 @@ def test_cited_prompt_with_abstention_rule_and_earlier_answers() -> None:
     assert "[1] 20 January 2023, Jon:" in user
     plain = v2.build_cited_answer_messages("Where?", LINES[:1])
     assert v2.NOT_MENTIONED not in plain[0]["content"] and "Found so far" not in plain[1]["content"]
+
+
+# The flat system texts verbatim: the naive baseline's reader prompt, which the published ratios were
+# measured against, must not drift when the excerpt layout changes.
+FLAT_PLAIN = """You answer a question about a conversation between people, using only the numbered
+lines you are given. Each line starts with the date it was said and who said it.
+
+Rules:
+- Reply with the answer only: a short phrase of at most 6 words, not a sentence.
+- Write dates the way people do: "7 May 2023", "May 2023", "2022".
+- A line that says "yesterday", "last week" or "two days ago" counts from that line's own date:
+  give the date it points to.
+- If the question asks for several things, name them all, separated by commas."""
+ABSTAIN = "- If the lines do not contain the answer, reply exactly: not mentioned"
+
+
+def test_flat_system_texts_are_unchanged() -> None:
+    assert v2.system_text(excerpts=False, cited=False, abstain=False) == FLAT_PLAIN
+    assert v2.system_text(excerpts=False, cited=False, abstain=True) == f"{FLAT_PLAIN}\n{ABSTAIN}"
+    cited = v2.system_text(excerpts=False, cited=True, abstain=True)
+    assert cited.startswith("You answer a question about a conversation between people, using only the numbered\n"
+                            "lines you are given. Each line starts with its number, the date it was said and who")
+    assert cited.endswith("brackets. Example reply: 7 May 2023 [2, 5]\n" + ABSTAIN)
+
+
+EXCERPTS = [
+    ContextLine(when=datetime(2023, 6, 9, 13, 0),
+                text="Caroline: I spoke at a school last week (the week of 2023-05-29)", excerpt=0),
+    ContextLine(when=datetime(2023, 6, 9, 13, 0), text="Melanie: How did it go?", excerpt=0),
+    ContextLine(when=datetime(2023, 6, 9, 13, 0), text="Melanie: I adopted a dog", excerpt=1),
+    ContextLine(when=datetime(2023, 7, 3, 8, 0), text="Caroline: Yesterday (2023-07-02) I read", excerpt=2),
+]
+
+
+def test_context_text_lays_excerpt_lines_out_under_their_date() -> None:
+    assert v2.in_excerpts(EXCERPTS) and not v2.in_excerpts(LINES) and not v2.in_excerpts([])
+    assert v2.context_text(EXCERPTS, numbered=False).split("\n") == [
+        "On 9 June 2023:",
+        "Caroline: I spoke at a school the week before 9 June 2023",  # re-said from the excerpt's date
+        "Melanie: How did it go?",
+        "",
+        "On 9 June 2023:",  # another run of the same day is another excerpt
+        "Melanie: I adopted a dog",
+        "",
+        "On 3 July 2023:",
+        "Caroline: Yesterday (2 July 2023) I read",
+    ]
+    numbered = v2.context_text(EXCERPTS).split("\n")
+    assert numbered[1].startswith("[1] Caroline:") and numbered[5] == "[3] Melanie: I adopted a dog"
+    assert numbered[8].startswith("[4] Caroline:")  # numbers count lines, not headers
+    # render_lines stays one dated line each (what citation matching and line numbers refer to)
+    assert v2.render_lines(EXCERPTS, numbered=False)[2] == "9 June 2023, Melanie: I adopted a dog"
+    # an excerpt line without a date gets no header
+    undated = [ContextLine(text="Ann: hi", excerpt=0), ContextLine(text="Bo: yo", excerpt=1)]
+    assert v2.context_text(undated, numbered=False) == "Ann: hi\n\nBo: yo"
+
+
+def test_lines_without_excerpts_render_flat_as_before() -> None:
+    assert v2.context_text(LINES) == "\n".join(v2.render_lines(LINES))
+    mixed = [*LINES[:1], EXCERPTS[0]]  # one line without an excerpt: the flat layout for all
+    assert v2.context_text(mixed) == "\n".join(v2.render_lines(mixed))
+
+
+def test_excerpt_prompts_say_how_the_context_is_laid_out() -> None:
+    system, user = (m["content"] for m in v2.build_short_answer_messages("q?", EXCERPTS, abstain=True,
+                                                                         numbered=False))
+    assert "Each excerpt starts with the date it was said; each line starts with who said it." in system
+    assert "counts from the date of its excerpt" in system and system.endswith(ABSTAIN)
+    assert "Lines:\nOn 9 June 2023:\nCaroline: I spoke" in user
+    cited = v2.build_cited_answer_messages("q?", EXCERPTS)[0]["content"]
+    assert "each line starts with its number\nand who said it" in cited and "Example reply" in cited

@@ -153,5 +153,23 @@ def test_question_selection_is_part_of_the_run_settings(tmp_path: Path) -> None:
         return spec.settings(load_dataset(spec))
 
     assert "questions" not in settings()  # run directories written before the selection was recorded resume
+    assert "answer_prompt" not in settings()  # a retrieval-only run has no answers
     assert settings(sample=2)["questions"] == {"limit": None, "categories": None, "sample": 2}
     assert settings(sample=2) != settings(sample=3) != settings(limit=3)
+
+
+def test_report_header_names_the_question_selection() -> None:
+    from dialogmem.bench._report import _selection
+
+    assert _selection({}) == "" and _selection({"limit": None, "categories": None, "sample": None}) == ""
+    assert _selection({"categories": [1, 4], "sample": 60}) == \
+        " (categories 1, 4; a seeded random 60 of each conversation)"
+    assert _selection({"limit": 25}) == " (the first 25 of each conversation)"
+
+
+def test_llm_runs_record_the_answer_prompt_version(tmp_path: Path) -> None:
+    from dialogmem._prompts import answer_v2
+    from dialogmem.bench._runner import BenchSpec, load_dataset
+
+    spec = BenchSpec(dataset="locomo", data=LOCOMO, out=tmp_path, mode="llm")
+    assert spec.settings(load_dataset(spec))["answer_prompt"] == answer_v2.VERSION

@@ -108,9 +108,20 @@ def test_shown_lines_are_the_rendered_lines_and_name_every_memory_and_turn_behin
     assert [s.text for s in shown] == ["A: q1", "B: a1 long answer", "A: q2", "B: a2", "Anna likes tea"]
     assert render_hits(hits).splitlines() == ["[Mon 8 May 2023 13:56]", "A: q1", "B: a1 long answer", "A: q2",
                                               "B: a2", "[Tue 9 May 2023 09:00]", "Anna likes tea"]
+    assert [s.excerpt for s in shown] == [0, 0, 0, 0, 1]  # the chained run, then the fact's own
     owners = {s.text: (set(s.memory_ids), s.turn_ids) for s in shown}
     assert owners["A: q1"] == ({"m3"}, ("t1",))
     assert owners["B: a1 long answer"] == ({"m3", "m4"}, ("t2",))  # the clipped copy counts for the full line
     assert owners["A: q2"] == ({"m3", "m4"}, ("t3",))
     assert owners["B: a2"] == ({"m4"}, ("t4",))
     assert owners["Anna likes tea"] == ({"f"}, ("t7", "t8"))  # one line citing two turns stands for both
+
+
+def test_excerpts_number_the_runs_and_skip_runs_shown_elsewhere() -> None:
+    one = hit("A: q1\nB: a1", turns=("t1", "t2"), hid="m1")
+    apart = hit("A: q9\nB: a9", turns=("t9", "t10"), hid="m9")  # same session, does not chain with m1
+    again = hit("A: q1\nB: a1", turns=("t1", "t2"), hid="m1b")  # every line already shown
+    later = hit("C: hi", stamp="2023-05-09T09:00:00", weekday="Tue", turns=("t20",), hid="m20")
+    shown = shown_lines([one, again, apart, later])
+    assert [(s.text, s.excerpt) for s in shown] == [("A: q1", 0), ("B: a1", 0), ("A: q9", 1), ("B: a9", 1),
+                                                    ("C: hi", 2)]

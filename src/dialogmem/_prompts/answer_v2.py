@@ -6,9 +6,13 @@ the JSON grammar. This version asks for plain text:
 
 * every context line starts with its date written the way people write it ("20 January 2023"), and
   ISO dates inside a memory ("yesterday (2023-01-19)", added at write time) are rewritten the same
-  way, so the model has only one date style to copy;
+  way, so the model has only one date style to copy; week-grained phrases are re-said from the day
+  they were said ("the week before 9 June 2023", version 3, ``_timenorm.anchored``);
 * the reply is a short phrase, not a sentence; relative times are resolved against the date of the
   line that contains them;
+* memory contexts come as excerpts (version 4): runs of neighbouring turns, the date once at the head
+  of each, a blank line between them (``context_text``); raw turns found one by one stay one dated
+  line each, as in version 3, so the naive baseline's prompt is unchanged;
 * citations, when wanted, come in the same reply after the answer, as line numbers in square brackets
   (``7 May 2023 [2, 5]``). ``parse_cited_answer`` reads that tolerantly and keeps only numbers of lines
   the model was shown; a reply without numbers is still an answer, it just cites nothing.
@@ -30,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from .._timenorm import anchored
 
-VERSION = "answer-v3"
+VERSION = "answer-v4"
 
 NOT_MENTIONED = "not mentioned"
 MAX_WORDS = 6
@@ -47,26 +51,43 @@ _MAX_RANGE = 50
 _ANSWER_LABEL = re.compile(r"^\s*(?:\*\*)?(?:short\s+)?answer(?:\*\*)?\s*:\s*", re.I)
 _QUOTES = "\"'“”‘’`*"
 
-_RULES = f"""Rules:
-- Reply with the answer only: a short phrase of at most {MAX_WORDS} words, not a sentence.
+_TASK = "You answer a question about a conversation between people, using only the"
+# how the context is laid out, as the system text says it, by (excerpts, cited). The flat plain text
+# says "numbered" though its lines may not be: it is the text the naive baseline was measured with.
+_LAYOUT = {
+    (False, False): "numbered\nlines you are given. Each line starts with the date it was said and who said it.",
+    (False, True): "numbered\nlines you are given. Each line starts with its number, the date it was said and "
+                   "who said it.",
+    (True, False): "excerpts you\nare given. Each excerpt starts with the date it was said; each line starts "
+                   "with who said it.",
+    (True, True): "excerpts you\nare given. Each excerpt starts with the date it was said; each line starts "
+                  "with its number\nand who said it.",
+}
+_RELATIVE_FROM = {False: "that line's own date", True: "the date of its excerpt"}
+
+_RULES = """Rules:
+- Reply with the answer only: a short phrase of at most {words} words, not a sentence.
 - Write dates the way people do: "7 May 2023", "May 2023", "2022".
-- A line that says "yesterday", "last week" or "two days ago" counts from that line's own date:
+- A line that says "yesterday", "last week" or "two days ago" counts from {relative_from}:
   give the date it points to.
 - If the question asks for several things, name them all, separated by commas."""
 
-SHORT_SYSTEM = f"""You answer a question about a conversation between people, using only the numbered
-lines you are given. Each line starts with the date it was said and who said it.
-
-{_RULES}"""
-
 ABSTAIN_RULE = f'- If the lines do not contain the answer, reply exactly: {NOT_MENTIONED}'
 
-CITED_SYSTEM = f"""You answer a question about a conversation between people, using only the numbered
-lines you are given. Each line starts with its number, the date it was said and who said it.
-
-{_RULES}
-- After the answer, on the same line, give the numbers of the lines it comes from in square
+_CITE_RULE = """- After the answer, on the same line, give the numbers of the lines it comes from in square
   brackets. Example reply: 7 May 2023 [2, 5]"""
+
+
+def system_text(*, excerpts: bool, cited: bool, abstain: bool) -> str:
+    """The reader's instructions for a context laid out as ``excerpts`` (``context_text``) or as
+    dated lines, asking for line numbers after the answer when ``cited``."""
+    rules = _RULES.format(words=MAX_WORDS, relative_from=_RELATIVE_FROM[excerpts])
+    parts = [f"{_TASK} {_LAYOUT[(excerpts, cited)]}", "", rules]
+    if cited:
+        parts.append(_CITE_RULE)
+    if abstain:
+        parts.append(ABSTAIN_RULE)
+    return "\n".join(parts)
 
 CITE_SYSTEM = """You check where an answer comes from. You get numbered lines of a conversation, a
 question and its answer. Reply with the numbers of the lines that state or support the answer, in
@@ -79,6 +100,9 @@ class ContextLine(BaseModel):
     when: datetime | None = None
     speaker: str = ""
     text: str
+    #: lines of one excerpt (consecutive turns of one conversation) share a number; None: the line
+    #: stands alone. See ``context_text``.
+    excerpt: int | None = None
 
 
 class CitedAnswer(BaseModel):
@@ -106,8 +130,9 @@ def natural_dates(text: str) -> str:
     return _ISO_DAY.sub(swap, text)
 
 
-def render_line(number: int | None, line: ContextLine) -> str:
-    """``[2] 20 January 2023, Jon: text`` (without the number when ``number`` is None).
+def render_line(number: int | None, line: ContextLine, *, dated: bool = True) -> str:
+    """``[2] 20 January 2023, Jon: text`` (without the number when ``number`` is None, without the
+    date when not ``dated``: relative phrases are still re-said from the line's date).
 
     A memory that already starts with ``Name:`` (a stored turn pair) keeps its own speakers; its
     inner line breaks become `` / `` so that one numbered line is one memory.
@@ -116,19 +141,44 @@ def render_line(number: int | None, line: ContextLine) -> str:
     text = natural_dates(anchored(text, line.when.date()) if line.when is not None else text)
     if line.speaker and not _LEADING_SPEAKER.match(text):
         text = f"{line.speaker}: {text}"
-    stamp = f"{human_date(line.when.date())}, " if line.when is not None else ""
+    stamp = f"{human_date(line.when.date())}, " if dated and line.when is not None else ""
     head = f"[{number}] " if number is not None else ""
     return f"{head}{stamp}{text}"
 
 
 def render_lines(lines: Sequence[ContextLine], *, numbered: bool = True) -> list[str]:
+    """One dated line each (``render_line``): what line numbers and citation matching refer to."""
     return [render_line(i if numbered else None, line) for i, line in enumerate(lines, start=1)]
 
 
-def _user(question: str, rendered: Sequence[str], reference_time: datetime | None, tail: str) -> str:
+def in_excerpts(lines: Sequence[ContextLine]) -> bool:
+    """Whether ``context_text`` lays ``lines`` out as excerpts: every line carries an excerpt number."""
+    return bool(lines) and all(line.excerpt is not None for line in lines)
+
+
+def context_text(lines: Sequence[ContextLine], *, numbered: bool = True) -> str:
+    """The context as the reader sees it.
+
+    Lines that carry excerpt numbers are shown as excerpts: a blank line between excerpts, the date
+    once at the head of each (``On 20 January 2023:``), then its lines as ``Name: text``. The
+    excerpts of a memory context are runs of neighbouring turns; written flat, with a date on every
+    line and nothing between runs, a small reader took a reply in one run for the answer to a
+    question in another (measured with the 1.5B reader: README). Other lines (raw turns found one
+    by one) are one dated line each, as ``render_lines``. Numbers, when shown, count lines only.
+    """
+    if not in_excerpts(lines):
+        return "\n".join(render_lines(lines, numbered=numbered))
+    blocks: list[list[str]] = []
+    for i, line in enumerate(lines, start=1):
+        if i == 1 or line.excerpt != lines[i - 2].excerpt:
+            blocks.append([f"On {human_date(line.when.date())}:"] if line.when is not None else [])
+        blocks[-1].append(render_line(i if numbered else None, line, dated=False))
+    return "\n\n".join("\n".join(block) for block in blocks)
+
+
+def _user(question: str, body: str, reference_time: datetime | None, tail: str) -> str:
     asked = f"Today is {human_date(reference_time.date())}.\n" if reference_time is not None else ""
-    body = "\n".join(rendered) if rendered else "(no lines)"
-    return f"{asked}Lines:\n{body}\n\nQuestion: {question}\n{tail}"
+    return f"{asked}Lines:\n{body or '(no lines)'}\n\nQuestion: {question}\n{tail}"
 
 
 def build_short_answer_messages(question: str, lines: Sequence[ContextLine], *,
@@ -136,8 +186,8 @@ def build_short_answer_messages(question: str, lines: Sequence[ContextLine], *,
                                 numbered: bool = True, notes: Sequence[str] = ()) -> list[dict[str, str]]:
     """A plain short answer; ``abstain`` adds the "not mentioned" rule; ``notes`` as for the cited
     prompt (answers found earlier, shown before the lines)."""
-    system = f"{SHORT_SYSTEM}\n{ABSTAIN_RULE}" if abstain else SHORT_SYSTEM
-    user = _with_notes(_user(question, render_lines(lines, numbered=numbered), reference_time, "Answer:"), notes)
+    system = system_text(excerpts=in_excerpts(lines), cited=False, abstain=abstain)
+    user = _with_notes(_user(question, context_text(lines, numbered=numbered), reference_time, "Answer:"), notes)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -155,10 +205,10 @@ def build_cited_answer_messages(question: str, lines: Sequence[ContextLine], *,
     ``abstain`` adds the "not mentioned" rule (the light generator's "missing information" status);
     ``notes`` are answers found earlier (HyMem's memory pool), shown before the lines, unnumbered.
     """
-    system = f"{CITED_SYSTEM}\n{ABSTAIN_RULE}" if abstain else CITED_SYSTEM
+    system = system_text(excerpts=in_excerpts(lines), cited=True, abstain=abstain)
     # "Answer:" and not "Answer [line numbers]:": with the latter the reference 1.5B model replied
     # with the numbers alone ("[1]") on conv-30 (measured 2026-11-23), an answer with no text
-    user = _with_notes(_user(question, render_lines(lines), reference_time, "Answer:"), notes)
+    user = _with_notes(_user(question, context_text(lines), reference_time, "Answer:"), notes)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 

@@ -73,8 +73,8 @@ class _Run:
 
     lock: threading.Lock = field(default_factory=threading.Lock)  # retriever batches run in threads
 
-    def shown(self, messages: list[ChatMessage], lines: Sequence[str]) -> None:
-        context = count_tokens("\n".join(lines))
+    def shown(self, messages: list[ChatMessage], context_text: str) -> None:
+        context = count_tokens(context_text)
         prompt = sum(count_tokens(m["content"]) for m in messages)
         with self.lock:
             self.context_tokens += context
@@ -115,13 +115,13 @@ class HyMemAnswerer:
         else:
             messages = gen_prompt.build_short_answer_messages(question, lines, reference_time=reference_time,
                                                               abstain=True, numbered=False, notes=run.pool)
-        shown = gen_prompt.render_lines(lines, numbered=inline)
-        run.shown(messages, shown)
+        run.shown(messages, gen_prompt.context_text(lines, numbered=inline))
         # a plain reply is read as a cited one too: line numbers a model adds anyway leave the answer
         reply = gen_prompt.parse_cited_answer(self.llm.complete(messages, stage=stage, max_tokens=_GEN_TOKENS),
                                               len(lines))
-        if not inline:
-            reply = CitedAnswer(text=reply.text, lines=steps.match_lines(reply.text, shown))
+        if not inline:  # matched against one dated line each, whatever the layout shown
+            reply = CitedAnswer(text=reply.text,
+                                lines=steps.match_lines(reply.text, gen_prompt.render_lines(lines, numbered=False)))
         if not reply.text:
             run.garbage += 1
             record_fallback(self.llm, stage)
@@ -129,13 +129,14 @@ class HyMemAnswerer:
 
     def _light(self, query: str, hits: list[SearchHit], run: _Run, reference_time: datetime | None) -> None:
         """The top memories that fit ``light_tokens``, shown as the reader's context lines (a line
-        shared by neighbouring memories once), numbered; a cited line cites its memories and turns."""
+        shared by neighbouring memories once) in excerpts of neighbouring turns; a cited line cites
+        its memories and turns."""
         def cost(prefix: Sequence[SearchHit]) -> int:
-            lines = steps.light_lines((stamp, text) for stamp, _, text in shown_text(prefix))
-            return count_tokens("\n".join(gen_prompt.render_lines(lines)))
+            lines = steps.light_lines((stamp, text, ex) for stamp, _, text, ex in shown_text(prefix))
+            return count_tokens(gen_prompt.context_text(lines))
 
         shown = shown_lines(steps.within_budget(hits, self.s.light_tokens, cost))
-        lines = steps.light_lines((s.time_stamp, s.text) for s in shown)
+        lines = steps.light_lines((s.time_stamp, s.text, s.excerpt) for s in shown)
         reply = self._generate(query, lines, run, reference_time, "answer.light")
         mids, tids = steps.owners(steps.at_lines(shown, reply.lines))
         run.rounds.append(_Round("light", reply, mids, tids))
@@ -177,7 +178,7 @@ class HyMemAnswerer:
             def attempt() -> list[SearchHit]:
                 lines = steps.hit_lines(batch)
                 messages = deep_prompt.build_retrieve_messages(question, lines)
-                run.shown(messages, gen_prompt.render_lines(lines))
+                run.shown(messages, gen_prompt.context_text(lines))
                 raw = self.llm.complete(messages, stage="answer.retrieve", max_tokens=_PICK_TOKENS)
                 if "[" not in raw and not any(ch.isdigit() for ch in raw):
                     raise LLMOutputError(f"retriever reply without line numbers: {raw[:80]!r}")
@@ -197,7 +198,7 @@ class HyMemAnswerer:
 
         def attempt() -> str | None:
             messages = deep_prompt.build_reflect_messages(query, run.pool)
-            run.shown(messages, [])
+            run.shown(messages, "")
             got = deep_prompt.parse_reflection(
                 self.llm.complete(messages, stage="answer.reflect", max_tokens=_REFLECT_TOKENS))
             if not got.usable:

@@ -65,10 +65,10 @@ def batches(items: Sequence[SearchHit], size: int) -> list[list[SearchHit]]:
     return [list(items[i:i + size]) for i in range(0, len(items), max(1, size))]
 
 
-def light_lines(shown: Iterable[tuple[str, str]]) -> list[ContextLine]:
-    """The light generator's numbered lines: the reader's context lines (each once) as (time stamp,
-    text) pairs, dated."""
-    return [ContextLine(when=_when(stamp), text=text) for stamp, text in shown]
+def light_lines(shown: Iterable[tuple[str, str, int]]) -> list[ContextLine]:
+    """The light generator's lines: the reader's context lines (each once) as (time stamp, text,
+    excerpt) triples, dated, each in its excerpt."""
+    return [ContextLine(when=_when(stamp), text=text, excerpt=ex) for stamp, text, ex in shown]
 
 
 def within_budget(hits: Sequence[SearchHit], budget: int | None, cost: Callable[[Sequence[SearchHit]], int]

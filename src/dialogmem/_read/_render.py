@@ -114,8 +114,9 @@ def _header(time_stamp: str, weekday: str, previous_day: str | None) -> str:
 
 @dataclass(frozen=True)
 class ShownLine:
-    """One line of the reader's context: its memory time, its text, and the memories (with the turns
-    of theirs it stands for) that it shows. A line shared by neighbouring memories is shown once and
+    """One line of the reader's context: its memory time, its text, the memories (with the turns of
+    theirs it stands for) that it shows, and its excerpt (lines of one run of neighbouring turns
+    share the number; ``shown_text``). A line shared by neighbouring memories is shown once and
     belongs to each of them."""
 
     time_stamp: str
@@ -123,6 +124,7 @@ class ShownLine:
     text: str
     memory_ids: tuple[str, ...]
     turn_ids: tuple[str, ...]
+    excerpt: int
 
 
 def _memory_lines(hit: SearchHit) -> list[str]:
@@ -141,9 +143,10 @@ def _lines_of(hit: SearchHit) -> list[tuple[str, tuple[str, ...]]]:
     return [(line, tuple(turns)) for line in lines]
 
 
-def shown_text(hits: Sequence[SearchHit]) -> list[tuple[str, str, str]]:
-    """(time stamp, weekday, line) of every line the reader's context shows, in its order: what
-    ``shown_lines`` gives without matching each line to its memories and turns."""
+def shown_text(hits: Sequence[SearchHit]) -> list[tuple[str, str, str, int]]:
+    """(time stamp, weekday, line, excerpt) of every line the reader's context shows, in its order:
+    what ``shown_lines`` gives without matching each line to its memories and turns. ``excerpt``
+    numbers the runs (0, 1, ... in order; a run whose lines are all shown elsewhere takes none)."""
     groups: dict[tuple[str, str], list[list[str]]] = {}
     for h in sorted(hits, key=lambda h: h.time_stamp):
         groups.setdefault((h.time_stamp, h.weekday), []).append(_memory_lines(h))
@@ -151,16 +154,20 @@ def shown_text(hits: Sequence[SearchHit]) -> list[tuple[str, str, str]]:
     for (stamp, _), memories in groups.items():
         day = _day_clock(stamp)[0]
         full.setdefault(day, []).extend(x for lines in memories for x in lines if not x.endswith(CLIP_MARK))
-    out: list[tuple[str, str, str]] = []  # (stamp, weekday, line)
+    out: list[tuple[str, str, str, int]] = []  # (stamp, weekday, line, excerpt)
     shown: set[tuple[str, str]] = set()
+    excerpt = 0
     for (stamp, weekday), memories in groups.items():
         day = _day_clock(stamp)[0]
         for run in chain_runs(memories):
+            taken = False
             for line in run:
                 if (day, line) in shown or (line.endswith(CLIP_MARK) and any(covers(f, line) for f in full[day])):
                     continue
                 shown.add((day, line))
-                out.append((stamp, weekday, line))
+                out.append((stamp, weekday, line, excerpt))
+                taken = True
+            excerpt += taken
     return out
 
 
@@ -170,7 +177,7 @@ def shown_lines(hits: Sequence[SearchHit]) -> list[ShownLine]:
     out = shown_text(hits)
     owners: list[tuple[dict[str, None], dict[str, None]]] = [({}, {}) for _ in out]
     by_day: dict[str, list[int]] = {}
-    for i, (stamp, _, _) in enumerate(out):
+    for i, (stamp, _, _, _) in enumerate(out):
         by_day.setdefault(_day_clock(stamp)[0], []).append(i)
     for h in hits:
         for line, turns in _lines_of(h):
@@ -179,8 +186,9 @@ def shown_lines(hits: Sequence[SearchHit]) -> list[ShownLine]:
                     owners[i][0][h.id] = None
                     owners[i][1].update(dict.fromkeys(turns))
                     break
-    return [ShownLine(time_stamp=stamp, weekday=weekday, text=line, memory_ids=tuple(mids), turn_ids=tuple(tids))
-            for (stamp, weekday, line), (mids, tids) in zip(out, owners, strict=True)]
+    return [ShownLine(time_stamp=stamp, weekday=weekday, text=line, memory_ids=tuple(mids), turn_ids=tuple(tids),
+                      excerpt=excerpt)
+            for (stamp, weekday, line, excerpt), (mids, tids) in zip(out, owners, strict=True)]
 
 
 def render_hits(hits: Sequence[SearchHit]) -> str:
@@ -188,7 +196,7 @@ def render_hits(hits: Sequence[SearchHit]) -> str:
     out: list[str] = []
     group: tuple[str, str] | None = None
     last_day: str | None = None
-    for stamp, weekday, line in shown_text(hits):  # the lines alone: which memories own them is not needed here
+    for stamp, weekday, line, _ in shown_text(hits):  # the lines alone: which memories own them is not needed here
         if (stamp, weekday) != group:
             group = (stamp, weekday)
             out.append(_header(stamp, weekday, last_day))

@@ -187,6 +187,18 @@ def _column_order(results: dict[str, Any]) -> list[str]:
     return [*main, OVERALL] + ([ADVERSARIAL] if ADVERSARIAL in cats else [])
 
 
+def _selection(selection: dict[str, Any]) -> str:
+    """How the questions were chosen, as a phrase after the count ("" for all of them)."""
+    parts = []
+    if selection.get("categories"):
+        parts.append(f"categories {', '.join(map(str, selection['categories']))}")
+    if selection.get("limit") is not None:
+        parts.append(f"the first {selection['limit']} of each conversation")
+    if selection.get("sample") is not None:
+        parts.append(f"a seeded random {selection['sample']} of each conversation")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def render_markdown(results: dict[str, Any], plots: dict[str, str]) -> str:
     run = results["run"]
     ks = run["ks"]
@@ -196,9 +208,10 @@ def render_markdown(results: dict[str, Any], plots: dict[str, str]) -> str:
     lines = [f"# dialogmem benchmark: {run['dataset']}", ""]
     lines += [
         f"- data: `{run['data']}` (sha256 {run['data_sha256'][:12]}…), {len(run['conversations'])} "
-        f"conversations, {run['questions']} questions",
+        f"conversations, {run['questions']} questions{_selection(run.get('selection') or {})}",
         f"- mode: {run['mode']}; k: {', '.join(map(str, ks))}; context budgets: "
-        f"{', '.join(map(str, run.get('budgets') or [])) or 'none'} tokens; sleep after ingest: {run['sleep']}",
+        f"{', '.join(map(str, run.get('budgets') or [])) or 'none'} tokens; sleep after ingest: {run['sleep']}"
+        + (f"; answer prompt {run['answer_prompt']}" if run.get("answer_prompt") else ""),
         f"- machine: {run['machine']['platform']}, Python {run['machine']['python']}",
         f"- generated {run['generated_at']}; this invocation took {_fmt(run.get('invocation_wall_s'), 1)} s"
         + (" (resumed from checkpoints)" if run.get("resumed") else "")

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from .._config import Config, LLMConfig
 from .._errors import ConfigError, InputError, LLMError
 from .._models import LLMClient
+from .._prompts import answer_v2 as answer_prompt
 from .._prompts import judge as judge_prompts
 from . import _metrics as m
 from ._loaders import BenchConversation, BenchDataset, BenchQuestion, load_locomo, load_longmemeval
@@ -90,7 +91,10 @@ class BenchSpec(BaseModel):
         # the question selection, only when one is made (a run directory written before it was recorded
         # resumes as it did); units saved for other questions must not be mixed into a run
         selection = {"questions": chosen} if any(v is not None for v in chosen.values()) else {}
-        return {**selection,
+        # answers written with another answer prompt are not comparable (LLM runs only, so that
+        # retrieval-only run directories written before this was recorded still resume)
+        prompt = {"answer_prompt": answer_prompt.VERSION} if self.mode == "llm" else {}
+        return {**selection, **prompt,
             "dataset": self.dataset, "data_sha256": dataset.sha256, "mode": self.mode,
             "ks": sorted(self.ks), "answer_k": self.answer_k, "sleep": self.sleep,
             "budgets": sorted(self.budgets), "budget_k": self.fetch_k() if self.budgets else None,
@@ -401,6 +405,8 @@ def collect_results(spec: BenchSpec, dataset: BenchDataset, systems: list[str], 
             "mode": spec.mode, "ks": sorted(spec.ks), "answer_k": spec.answer_k, "sleep": spec.sleep,
             "budgets": sorted(spec.budgets), "budget_k": spec.fetch_k() if spec.budgets else None,
             "answer": spec.answer, "judge": spec.judge, "llm_free_memory": spec.llm_free_memory,
+            "answer_prompt": answer_prompt.VERSION if spec.mode == "llm" else None,
+            "selection": {"limit": spec.limit, "categories": spec.categories, "sample": spec.sample},
             "conversations": [c.id for c in dataset.conversations],
             "questions": sum(len(c.questions) for c in dataset.conversations),
             "systems": systems,
