@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from dialogmem._errors import InputError
 from dialogmem.bench import load_locomo, load_longmemeval
@@ -143,6 +144,9 @@ def test_locomo_categories_and_sample_choose_questions(tmp_path: Path) -> None:
         chosen(limit=1, sample=1)
     with pytest.raises(InputError, match="LoCoMo options"):
         load_dataset(BenchSpec(dataset="longmemeval", data=LOCOMO, out=tmp_path, sample=1))
+    for bad in ([6], [0], []):  # an id LoCoMo does not use would choose nothing, silently
+        with pytest.raises(ValidationError):
+            BenchSpec(dataset="locomo", data=LOCOMO, out=tmp_path, categories=bad)
 
 
 def test_question_selection_is_part_of_the_run_settings(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -48,7 +48,7 @@ class BenchSpec(BaseModel):
     conversations: list[str] | None = None  # LoCoMo sample_ids / LongMemEval question_ids
     limit: int | None = None  # LongMemEval: the first N questions; LoCoMo: per conversation
     # LoCoMo: only these category ids (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial)
-    categories: list[int] | None = None
+    categories: list[Annotated[int, Field(ge=1, le=5)]] | None = Field(None, min_length=1)
     # LoCoMo: a seeded random N of each conversation's questions (after ``categories``), in dataset order
     sample: int | None = Field(None, ge=1)
     # llm-free: no LLM anywhere; llm-write: dialogmem writes with its LLM, retrieval metrics only;
