@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from .._config import Config, LLMConfig
 from .._errors import ConfigError, InputError, LLMError
@@ -27,7 +27,7 @@ from .._models import LLMClient
 from .._prompts import answer_v2 as answer_prompt
 from .._prompts import judge as judge_prompts
 from . import _metrics as m
-from ._loaders import BenchConversation, BenchDataset, BenchQuestion, load_locomo, load_longmemeval
+from ._loaders import LOCOMO_CATEGORIES, BenchConversation, BenchDataset, BenchQuestion, load_locomo, load_longmemeval
 from ._report import write_report
 from ._retrieval import DEFAULT_BUDGET_K, DEFAULT_BUDGETS, has_target, search_question
 from ._state import STATE_VERSION, RunState
@@ -48,7 +48,7 @@ class BenchSpec(BaseModel):
     conversations: list[str] | None = None  # LoCoMo sample_ids / LongMemEval question_ids
     limit: int | None = None  # LongMemEval: the first N questions; LoCoMo: per conversation
     # LoCoMo: only these category ids (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial)
-    categories: list[Annotated[int, Field(ge=1, le=5)]] | None = Field(None, min_length=1)
+    categories: list[int] | None = Field(None, min_length=1)
     # LoCoMo: a seeded random N of each conversation's questions (after ``categories``), in dataset order
     sample: int | None = Field(None, ge=1)
     # llm-free: no LLM anywhere; llm-write: dialogmem writes with its LLM, retrieval metrics only;
@@ -67,6 +67,15 @@ class BenchSpec(BaseModel):
     llm_free_memory: bool = False  # dialogmem builds and searches its memory without the LLM (it only reads)
     answer_retries: int = Field(1, ge=0, le=5)  # a failed answer call is tried again this often, then recorded
     keep_stores: bool = False  # leave each unit's store in out/scratch/SYSTEM/CONVERSATION after it finishes
+
+    @field_validator("categories")
+    @classmethod
+    def _known_categories(cls, value: list[int] | None) -> list[int] | None:
+        """An id LoCoMo does not use would choose nothing, silently."""
+        unknown = sorted(set(value or ()) - LOCOMO_CATEGORIES.keys())
+        if unknown:
+            raise ValueError(f"unknown LoCoMo category ids {unknown}; known: {sorted(LOCOMO_CATEGORIES)}")
+        return value
 
     def chosen_systems(self) -> list[str]:
         if self.systems:
