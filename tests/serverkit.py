@@ -44,13 +44,14 @@ def make_keys(data_dir: Path, users: list[str]) -> dict[str, str]:
 
 
 @contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Run ``app`` with uvicorn on 127.0.0.1:<free port>; yields the base URL."""
+def serve(app: Any, **options: Any) -> Iterator[str]:
+    """Run ``app`` with uvicorn (``options``: more ``uvicorn.Config`` arguments) on
+    127.0.0.1:<free port>; yields the base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", **options))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -72,11 +73,12 @@ def rest_server(data_dir: Path, users: list[str], *, llm: ScriptedLLM | None = N
                 auth: bool = True, **overrides: Any) -> Iterator[tuple[str, dict[str, str], Memory]]:
     """A store (rules for every role but ``answer``, unless ``overrides`` say otherwise) served over HTTP."""
     from dialogmem._server import create_app
+    from dialogmem._server._limits import uvicorn_options
 
     keys = make_keys(data_dir, users)
     config = {**RULES_ONLY, **overrides}
     with Memory(data_dir=data_dir, llm_client=llm or answering_llm(), **config) as mem, \
-            serve(create_app(mem, settings, auth=auth)) as url:
+            serve(create_app(mem, settings, auth=auth), **uvicorn_options(settings or mem.config.server)) as url:
         yield url, keys, mem
 
 

@@ -47,6 +47,9 @@ def test_journal_keys_round_trip(tmp_path: Path) -> None:
             j.create_key("admin", "alice")
         with pytest.raises(InputError):
             j.create_key("user")
+        for label in ("a\x00b", "line\nbreak", "x" * 201):  # PostgreSQL cannot store NUL: refused on both
+            with pytest.raises(InputError, match="label"):
+                j.create_key("user", "alice", label=label)
         assert {k.key_id for k in j.list_keys()} == {row.key_id, admin.key_id}
         assert j.revoke_key(row.key_id).revoked_at is not None
         assert j.verify_key(key) is None
@@ -59,6 +62,29 @@ def test_journal_keys_round_trip(tmp_path: Path) -> None:
     raw = path.read_bytes() + (tmp_path / "j.sqlite3-wal").read_bytes() if (tmp_path / "j.sqlite3-wal").exists() \
         else path.read_bytes()
     assert key.split("_", 2)[2].encode() not in raw  # the secret is never written
+
+
+def test_an_unknown_key_id_costs_the_same_hash_as_a_wrong_secret(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 6 of issue 27: without a hash for unknown ids, a wrong secret on an existing id answered
+    measurably slower, which tells a caller which key ids exist."""
+    import dialogmem._apikeys as apikeys
+
+    hashed: list[str] = []
+
+    def counting_hash(secret: str) -> str:
+        hashed.append(secret)
+        return hash_secret(secret)
+
+    monkeypatch.setattr(apikeys, "hash_secret", counting_hash)
+    with closing(Journal(tmp_path / "j.sqlite3")) as j:
+        row, key = j.create_key("user", "alice")
+        secret = key.split("_", 2)[2]
+        hashed.clear()
+        wrong, unknown = f"dm_{row.key_id}_{'A' * 43}", f"dm_{'0' * 12}_{'B' * 43}"
+        assert j.verify_key(wrong) is None and j.verify_key(unknown) is None and j.verify_key(key) == row
+        assert hashed == ["A" * 43, "B" * 43, secret]  # one hash each, whether the id exists or not
+    assert not secret_matches(secret, None) and not secret_matches("", None)
 
 
 def test_a_v2_store_gains_the_key_table(tmp_path: Path) -> None:

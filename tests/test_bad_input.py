@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +111,84 @@ def test_store_still_works_after_errors(mem: Memory) -> None:
             mem.add(bad, "u")
     mem.add("The garage code is 4471.", "u", flush=True)
     assert "4471" in mem.search("garage code", "u").hits[0].memory
+
+
+@pytest.mark.parametrize("char, name", [("\x7f", "U+007F"), ("\x00", "U+0000"), ("\u2028", "U+2028"),
+                                        ("\u2029", "U+2029"), ("\u200b", "U+200B"), ("\u202e", "U+202E"),
+                                        ("\ufeff", "U+FEFF"), ("\x85", "U+0085")])
+def test_ids_with_invisible_characters_are_refused_saying_which_and_where(mem: Memory, char: str,
+                                                                          name: str) -> None:
+    user, code = f"eve{char}x", re.escape(name)
+    with pytest.raises(InputError, match=rf"user_id .*{code}.* at position 3"):
+        mem.add("hello", user)
+    with pytest.raises(InputError, match=rf"session_id .*{code}"):
+        mem.add("hello", "u", session_id=f"s{char}")
+    with pytest.raises(InputError, match=rf"message 0 id .*{code}"):
+        mem.add([{"content": "hello", "id": f"m{char}"}], "u")
+    with pytest.raises(InputError, match=code):
+        mem.search("hello", user)
+    assert mem.stats("u")["counts"]["turns"] == 0
+
+
+def test_a_long_id_is_told_its_length(mem: Memory) -> None:
+    with pytest.raises(InputError, match="300 characters; at most 256"):
+        mem.add("hello", "a" * 300)
+
+
+def test_one_person_is_one_user_nfd_ids_are_refused(mem: Memory) -> None:
+    import unicodedata
+
+    nfc, nfd = unicodedata.normalize("NFC", "éve"), unicodedata.normalize("NFD", "éve")
+    assert nfc != nfd
+    mem.add("I keep bees.", nfc, flush=True)
+    with pytest.raises(InputError, match="NFC") as err:
+        mem.add("I keep wasps.", nfd)
+    assert repr(nfc) in str(err.value)  # the message gives the id to send instead
+    with pytest.raises(InputError, match="NFC"):
+        mem.search("bees", nfd)
+    assert mem.stats(nfc)["counts"]["turns"] == 1 and "bees" in mem.search("bees", nfc).hits[0].memory
+
+
+@pytest.mark.parametrize("size", [101, 200_000, 480_000])
+def test_long_timestamps_are_refused_before_parsing(mem: Memory, size: int) -> None:
+    import time
+
+    value = ("8 May 2023 " * (size // 11 + 1))[:size]
+    start = time.process_time()
+    with pytest.raises(InputError, match=f"{size} characters; a date is at most 100"):
+        mem.add("hello", "u", timestamp=value)
+    with pytest.raises(InputError, match="at most 100"):
+        mem.add([{"content": "hello", "timestamp": value}], "u")
+    with pytest.raises(InputError, match="at most 100"):
+        mem.search("hello", "u", reference_time=value)
+    assert time.process_time() - start < 0.5  # 200k characters took 5.1 s in dateparser
+    mem.add("hello", "u", timestamp="Wednesday, the 27th of September 2023 at 11:59:59 pm")  # a long real date
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def either_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    journal: dict[str, Any] = {}
+    if request.param == "postgres":  # its schema is dropped after this store is closed
+        journal = {"url": request.getfixturevalue("postgres_url"), "schema_name": request.getfixturevalue("pg_schema")}
+    with Memory(data_dir=tmp_path / "s", journal=journal) as mem:
+        yield mem
+
+
+def test_nul_is_refused_the_same_way_on_both_journals(either_journal: Memory) -> None:
+    """The rule: no text the store keeps may hold NUL (U+0000). PostgreSQL text cannot, so SQLite
+    refuses it too, before anything is written; other control characters in content are kept."""
+    mem = either_journal
+    for call in (lambda: mem.add("before\x00after", "u"),
+                 lambda: mem.add([{"content": "fine", "name": "A\x00"}], "u"),
+                 lambda: mem.add("fine", "u", metadata={"k": "v\x00"}),
+                 lambda: mem.add("fine", "u", metadata={"k\x00": "v"}),
+                 lambda: mem.add("fine", "u\x00"),
+                 lambda: mem.search("q\x00", "u")):
+        with pytest.raises(InputError, match=r"U\+0000"):
+            call()
+    assert mem.stats("u")["counts"]["turns"] == 0
+    mem.add("tab\tand\x01 bell\x07 kept", "u", flush=True)
+    memory = mem.get_all("u")[0]
+    with pytest.raises(InputError, match=r"U\+0000"):
+        mem.update(memory.id, "new\x00text", "u")
+    assert mem._parts.journal.turns("u")[0].content == "tab\tand\x01 bell\x07 kept"

@@ -345,6 +345,20 @@ def test_ltm_graph_rows_links_and_vectors(opener: Opener) -> None:
     assert [n.id for n in j.graph_node_vectors(["n1", "n2"])[0]] == ["n1"]
 
 
+def test_graph_support_counts_distinct_subjects_in_one_query(opener: Opener) -> None:
+    from dialogmem._changes import GraphCommit
+    from dialogmem._sleep._graph import EvidenceLink, GraphDelta
+
+    j = opener()
+    links = [EvidenceLink(subject_key=k, memory_id=m, target_id=t) for k, m, t in [
+        ("k1", "m1", "n1"), ("k1", "m2", "n1"), ("k2", "m3", "n1"), ("k3", "m4", "n1"), ("k1", "m1", "n2")]]
+    j.commit_graph(GraphCommit(delta=GraphDelta(add_links=links)))
+    # two memories of k1 count once: the k of k-anonymity is users, not memories
+    assert j.graph_support() == {"n1": (3, False), "n2": (1, False)}
+    assert j.graph_support(["n1", "n2", "none"], "k2") == {"n1": (3, True), "n2": (1, False)}
+    assert j.graph_support(["n2"], "k1") == {"n2": (1, True)} and j.graph_support([], "k1") == {}
+
+
 
 def test_evicted_items_are_marked_for_ltm_until_a_cycle_takes_them(opener: Opener) -> None:
     from dialogmem._changes import ChangeSet, GraphCommit, MemoryRemoval, MemoryWrite

@@ -110,8 +110,9 @@ def test_ltm_graph_holds_no_personal_identifier(make_memory: Callable[..., Memor
     leaks = [(t, w) for t in texts for w in banned if re.search(rf"(?<!\w){re.escape(w)}(?!\w)", t, re.I)]
     assert leaks == []
     counts = mem.stats()["counts"]
-    assert counts["ltm_nodes"] == len(mem.graph(limit=10_000).nodes) > 0
-    assert counts["ltm_edges"] == len(mem.graph(limit=10_000).edges) > 0
+    audit = mem.graph_audit().rows  # the admin view: graph() shows only what 3 users support
+    assert counts["ltm_nodes"] == sum(r.kind == "node" for r in audit) > 0
+    assert counts["ltm_edges"] == sum(r.kind == "edge" for r in audit) > 0
 
 
 def test_forget_user_removes_evidence_and_unsupported_knowledge(make_memory: Callable[..., Memory]) -> None:
@@ -119,7 +120,7 @@ def test_forget_user_removes_evidence_and_unsupported_knowledge(make_memory: Cal
     _add_facts(mem, "alice", ["Paris is a capital city.", "Mercy Hospital is a hospital."], speaker="Alice")
     _add_facts(mem, "bob", ["Paris is a capital city.", "The Louvre is a museum."], speaker="Bob")
     mem.sleep()
-    before = {n.text: n for n in mem.graph(limit=1000).nodes}
+    before = _nodes(mem)  # two users: graph() (k-anonymous, 3 users) would show none of it
     assert {"Paris", "Mercy Hospital", "Louvre"} <= set(before)
     alice_graph = mem.graph("alice")
     assert "Mercy Hospital" in {n.text for n in alice_graph.nodes} and "Louvre" not in {
@@ -143,7 +144,7 @@ def test_delete_removes_the_memorys_evidence_links(make_memory: Callable[..., Me
     _add_facts(mem, "bob", ["Paris is a capital city."], speaker="Bob")
     mem.sleep()
     key = mem._parts.consolidator.subject_key("alice")
-    before = {n.text: n for n in mem.graph(limit=1000).nodes}
+    before = _nodes(mem)
     assert before["Paris"].evidence == 2 and "Mercy Hospital" in before
     hospital = ids[1]
     assert any(link.memory_id == hospital for link in mem._parts.journal.graph_links(key))
@@ -207,9 +208,14 @@ def test_ltm_route_in_search(make_memory: Callable[..., Memory]) -> None:
     assert "ltm" in res.timings_ms
     own = mem.get(louvre, "alice")
     assert set(own.source_turn_ids) <= {t for h in ltm for t in h.source_turn_ids}  # cites alice's own turns
+    # what alice alone said is hers: bob sees none of it (k-anonymity, sleep.ltm_min_users = 3)
+    assert not [h for h in mem.search("What is the Louvre?", "bob", limit=6).hits if h.tier == "ltm"]
+    for user in ("carol", "dave"):
+        _add_facts(mem, user, FACTS[:1], speaker=user.title(), start=1_800_000_000.0)
+    mem.sleep()  # three users now support the Louvre fact: it is everyone's
     other = mem.search("What is the Louvre?", "bob", limit=6)
     bob_ltm = [h for h in other.hits if h.tier == "ltm"]
-    assert bob_ltm and all(h.source_turn_ids == [] for h in bob_ltm)  # shared fact, none of alice's turns
+    assert bob_ltm and all(h.source_turn_ids == [] for h in bob_ltm)  # shared fact, none of the others' turns
     assert all(h.id != louvre for h in other.hits)
 
 
@@ -250,7 +256,7 @@ def test_llm_consolidator_with_scripted_model(make_memory: Callable[..., Memory]
     _add_facts(mem, "carol", ["Caroline visited the Louvre, an art museum."], speaker="Caroline")
     report = mem.sleep()
     assert report.ltm is not None and report.ltm.method == "llm" and report.ltm.fallbacks == 0
-    g = mem.graph()
+    g = mem.graph("carol")
     assert {n.text for n in g.nodes} == {"Louvre", "art museum"}  # the model's name is dropped
     assert [(e.type) for e in g.edges] == ["IsA"]
     assert llm.stages() == ["consolidate"]
@@ -265,7 +271,7 @@ def test_llm_consolidator_falls_back_to_rules(make_memory: Callable[..., Memory]
     _add_facts(mem, "carol", ["The Louvre is a museum in Paris."], speaker="Caroline")
     report = mem.sleep()
     assert report.ltm is not None and report.ltm.fallbacks == 1 and report.ltm.method == "rule"
-    assert "Louvre" in {n.text for n in mem.graph().nodes}
+    assert "Louvre" in {n.text for n in mem.graph("carol").nodes}
     assert mem.stats()["llm"]["consolidate"]["fallbacks"] == 1
 
 
@@ -276,11 +282,11 @@ def test_consolidation_is_incremental(make_memory: Callable[..., Memory]) -> Non
     assert first is not None and first.memories == 1
     again = mem.sleep().ltm
     assert again is not None and again.memories == 0 and again.nodes_added == 0  # nothing new: no cycle
-    paris = next(n for n in mem.graph().nodes if n.text == "Paris")
+    paris = _nodes(mem)["Paris"]
     _add_facts(mem, "bob", ["Paris is a capital city."], speaker="Bob", start=1_800_000_000.0)
     third = mem.sleep().ltm
     assert third is not None and third.memories == 1
-    assert next(n for n in mem.graph().nodes if n.text == "Paris").evidence == paris.evidence + 1
+    assert _nodes(mem)["Paris"].evidence == paris.evidence + 1
 
 
 def test_graph_query_cli_and_async(make_memory: Callable[..., Memory], tmp_path: Any) -> None:
@@ -292,22 +298,23 @@ def test_graph_query_cli_and_async(make_memory: Callable[..., Memory], tmp_path:
     mem = make_memory("g")
     _add_facts(mem, "alice", ["The Louvre is a museum in Paris.", "Paris is a capital city."], speaker="Alice")
     mem.sleep()
-    near = mem.graph(query="Louvre", limit=5)
+    near = mem.graph("alice", query="Louvre", limit=5)  # one user: graph() alone shows 3 users' knowledge
     assert "Louvre" in {n.text for n in near.nodes} and len(near.nodes) <= 5
     ids = {n.id for n in near.nodes}
     assert all(e.source in ids and e.target in ids for e in near.edges)
     mem.close()
     runner = CliRunner()
-    out = runner.invoke(app, ["graph", "--data-dir", str(tmp_path / "g"), "--format", "json"])
+    out = runner.invoke(app, ["graph", "--data-dir", str(tmp_path / "g"), "--user", "alice", "--format", "json"])
     assert out.exit_code == 0, out.output
     assert "Louvre" in {n["text"] for n in json.loads(out.output)["nodes"]}
     target = tmp_path / "g.graphml"
-    out = runner.invoke(app, ["graph", "--data-dir", str(tmp_path / "g"), "-f", "graphml", "-o", str(target)])
+    out = runner.invoke(app, ["graph", "--data-dir", str(tmp_path / "g"), "-u", "alice", "-f", "graphml",
+                              "-o", str(target)])
     assert out.exit_code == 0 and "<graphml" in target.read_text()
 
     async def read() -> int:
         async with AsyncMemory(data_dir=tmp_path / "g") as amem:
-            return len((await amem.graph()).nodes)
+            return len((await amem.graph("alice")).nodes)
 
     assert asyncio.run(read()) > 0
 
@@ -375,9 +382,11 @@ def test_routing_and_budget_split() -> None:
 
 def test_read_only_store_reads_the_graph(make_memory: Callable[..., Memory], tmp_path: Any) -> None:
     mem = make_memory("ro")
-    _add_facts(mem, "alice", ["The Louvre is a museum in Paris."], speaker="Alice")
+    for user in ("alice", "carol", "dave"):  # three users: the fact is everyone's (sleep.ltm_min_users)
+        _add_facts(mem, user, ["The Louvre is a museum in Paris."], speaker=user.title())
     mem.sleep()
     nodes = {n.text for n in mem.graph().nodes}
+    assert "Louvre" in nodes
     mem.close()
     with Memory(data_dir=tmp_path / "ro", read_only=True) as ro:
         assert {n.text for n in ro.graph().nodes} == nodes
@@ -392,6 +401,18 @@ def _indexed_nodes(mem: Memory) -> dict[str, str]:
     records, _ = mem._parts.index.scroll(LTM_SCOPE, limit=1000)
     assert all(r.tier == "ltm" for r in records)
     return {r.id: r.memory for r in records}
+
+
+def _nodes(mem: Memory) -> dict[str, Any]:
+    """Every live node by text, whoever may see it (what consolidation wrote)."""
+    return {n.text: n for n in mem._parts.journal.graph_view(with_links=False).live_nodes()}
+
+
+def _graph_hits(mem: Memory, user: str, query: str) -> list[Any]:
+    """The graph route's hits for ``user`` as such (no MTM hit beside them to make one redundant)."""
+    return mem._parts.graph_search.search([query], 4, min_score=mem.config.sleep.ltm_min_score,
+                                          subject_key=mem._parts.consolidator.subject_key(user),
+                                          memories=lambda _ids: [])
 
 
 def _live_nodes(mem: Memory) -> dict[str, str]:
@@ -414,13 +435,13 @@ def test_graph_nodes_are_indexed_under_tier_ltm(make_memory: Callable[..., Memor
         raise AssertionError("graph_node_vectors called on the read path")
 
     monkeypatch.setattr(GraphRows, "graph_node_vectors", no_scan)
-    hits = [h for h in mem.search("What is the Louvre?", "bob", limit=4).hits if h.tier == "ltm"]
+    hits = _graph_hits(mem, "alice", "What is the Louvre?")  # alice's own knowledge (bob sees none of it)
     assert hits and any("Louvre" in h.memory for h in hits)
     monkeypatch.undo()
     # forgetting the only supporter deletes the unsupported knowledge: its points leave the index too
     mem.forget_user("alice")
     assert _indexed_nodes(mem) == _live_nodes(mem) == {}
-    assert not [h for h in mem.search("What is the Louvre?", "bob", limit=4).hits if h.tier == "ltm"]
+    assert not _graph_hits(mem, "alice", "What is the Louvre?")
 
 
 def test_graph_index_catches_up_after_a_crash_and_a_rebuild(make_memory: Callable[..., Memory],
@@ -449,7 +470,7 @@ def test_graph_index_catches_up_after_a_crash_and_a_rebuild(make_memory: Callabl
 
     rebuild_index(again._parts)
     assert _indexed_nodes(again) == now
-    assert any(h.tier == "ltm" for h in again.search("What is the Louvre?", "bob", limit=4).hits)
+    assert _graph_hits(again, "alice", "What is the Louvre?")
 
 
 def _drop(mem: Memory, node_id: str) -> Any:

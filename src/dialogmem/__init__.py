@@ -10,6 +10,7 @@ from ._consolidation import ConsolidationReport
 from ._errors import (
     ConfigError,
     DialogmemError,
+    DiskFullError,
     InputError,
     LLMError,
     LLMOutputError,
@@ -51,6 +52,7 @@ __all__ = [
     "ConfigError",
     "ConsolidationReport",
     "DialogmemError",
+    "DiskFullError",
     "Embedder",
     "EmbedderConfig",
     "Event",

@@ -65,8 +65,15 @@ def split_key(key: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
-def secret_matches(secret: str, stored_sha256: str) -> bool:
-    return hmac.compare_digest(hash_secret(secret), stored_sha256)
+def secret_matches(secret: str, stored_sha256: str | None) -> bool:
+    """Whether ``secret`` hashes to ``stored_sha256``. ``None`` (no such key id) is checked against a
+    stand-in hash that no secret matches, so an unknown id costs the same work as a wrong secret."""
+    same = hmac.compare_digest(hash_secret(secret), _NO_KEY_SHA256 if stored_sha256 is None else stored_sha256)
+    return same and stored_sha256 is not None
+
+
+#: not the SHA-256 of any secret (it has a character outside hex), but of the same length
+_NO_KEY_SHA256 = "x" * 64
 
 
 def check_key_id(key_id: str) -> str:

@@ -34,6 +34,10 @@ class StoreConfig(_Section):
     # store whose searches each read one user's slice; more help only shards of many large segments.
     # A Qdrant server sizes its own pool (its search_max_threads), so backend "qdrant" does not read it.
     search_threads: int = Field(1, ge=1, le=256)
+    # edge: MiB kept free on the index's file system beyond all the index may still claim (see
+    # _store/_room.py); a change that would eat into it is refused with DiskFullError. A Qdrant
+    # server manages its own disk, so backend "qdrant" does not read it.
+    min_free_mb: int = Field(16, ge=0, le=1_048_576)
 
 
 class JournalConfig(_Section):

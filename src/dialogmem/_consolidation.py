@@ -100,6 +100,7 @@ class LTMConsolidator:
         self.llm = llm
         self.thresholds = thresholds or ConsolidationThresholds()
         self.use_llm = use_llm("sleep.consolidator", settings.consolidator, llm)
+        self.min_users = settings.ltm_min_users
         self._secret: str | None = None
         self._lock = threading.Lock()  # one cycle at a time: each reads the graph the previous one wrote
 
@@ -145,7 +146,11 @@ class LTMConsolidator:
         rules = RuleUnitExtractor(deid)
         if not self.use_llm:
             return rules.units(batch, self.subject_key)
-        live = [n for n in self.journal.graph_view(with_links=False).live_nodes()]
+        # only k-anonymous texts: a model that copied one user's rare node text into another
+        # user's unit would lend it that user's support
+        support = self.journal.graph_support()
+        live = [n for n in self.journal.graph_view(with_links=False).live_nodes()
+                if support.get(n.id, (0, False))[0] >= self.min_users]
         existing = [n.text for n in sorted(live, key=lambda n: (-n.evidence, n.id))[:_EXISTING_FOR_LLM]]
         got = LLMUnitExtractor(self.llm, deid, fallback=rules).units(batch, self.subject_key, existing=existing)
         report.fallbacks, report.method = got.fallbacks, got.method

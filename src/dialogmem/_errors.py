@@ -7,7 +7,8 @@ Every error derives from one root::
     ├── InputError             a message, timestamp or argument that cannot be accepted
     ├── NotFoundError          an id that does not exist in the caller's scope
     ├── StoreError             the vector index or the journal failed
-    │   └── SchemaVersionError the store was written by a newer dialogmem
+    │   ├── SchemaVersionError the store was written by a newer dialogmem
+    │   └── DiskFullError      no room on disk for the index's next change (nothing was written)
     └── LLMError               the configured LLM could not be used
         ├── LLMUnavailableError  no LLM configured, or the backend cannot be reached
         ├── LLMTimeoutError      a call ran past its timeout after all retries
@@ -50,6 +51,11 @@ class StoreError(DialogmemError):
 
 class SchemaVersionError(StoreError):
     """The store on disk was written by a newer, incompatible version."""
+
+
+class DiskFullError(StoreError):
+    """The file system holding the embedded index has no room for a change: it was refused before
+    anything was written, and is accepted again once space is freed."""
 
 
 class LLMError(DialogmemError):

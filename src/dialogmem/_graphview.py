@@ -1,31 +1,35 @@
-"""``Memory.graph``: read the shared LTM graph — all of it, what one user's memories support, or the
-neighbourhood of a query (matched nodes and their one-hop neighbours)."""
+"""``Memory.graph``: read the shared LTM graph — its public (k-anonymous) part, what one user's
+memories support, or the neighbourhood of a query (matched nodes and their one-hop neighbours) —
+and ``Memory.graph_audit``, the admin view of who may see what (``_sleep._visibility``)."""
 
 from __future__ import annotations
 
 from ._journal import Journal
 from ._read._ltm import GraphSearcher
 from ._sleep._graph import LTMGraph, expand_one_hop
+from ._sleep._visibility import GraphAudit, Visibility, audit, supports
 
 
 def read_graph(journal: Journal, searcher: GraphSearcher, *, subject_key: str | None, query: str | None,
                limit: int, min_score: float) -> LTMGraph:
     """Live nodes (strongest evidence first, at most ``limit``) and the live edges between them.
 
-    ``subject_key``: only knowledge this user's memories support, with ``evidence`` listing those
-    memory ids. ``query``: the nodes matching it (as the ``ltm`` search route matches) and their
-    one-hop neighbours.
+    Without ``subject_key``: only what at least ``searcher.min_users`` distinct users support (the
+    public view). ``subject_key``: only knowledge this user's memories support, with ``evidence``
+    listing those memory ids. ``query``: the nodes matching it (as the ``ltm`` search route matches,
+    within the same view) and their one-hop neighbours.
     """
     view = journal.graph_view(with_links=False)
-    live = {n.id: n for n in view.live_nodes()}
-    edges = [e for e in view.edges.values() if e.live and e.source in live and e.target in live]
+    seen = Visibility(supports(journal.graph_support(None, subject_key)), searcher.min_users)
+    live = {n.id: n for n in view.live_nodes() if seen.shows(n.id)}
+    edges = [e for e in view.edges.values() if e.live and seen.shows_edge(e) and e.source in live and e.target in live]
     evidence: dict[str, list[str]] = {}
     if subject_key is not None:
         for link in journal.graph_links(subject_key):
             evidence.setdefault(link.target_id, []).append(link.memory_id)
         live = {i: n for i, n in live.items() if i in evidence}
     if query is not None:
-        seeds = [h.id for h in searcher.search([query], limit, min_score=min_score, subject_key="",
+        seeds = [h.id for h in searcher.search([query], limit, min_score=min_score, subject_key=subject_key,
                                                memories=lambda _ids: [])]
         seeds = [s for s in seeds if s in live]
         around = expand_one_hop(seeds, edges, nodes=live, limit=max(0, limit - len(seeds)))
@@ -38,3 +42,9 @@ def read_graph(journal: Journal, searcher: GraphSearcher, *, subject_key: str | 
         kept_edges = [e for e in kept_edges if e.id in evidence]
         evidence = {k: sorted(v) for k, v in evidence.items() if k in ids or k in {e.id for e in kept_edges}}
     return LTMGraph(nodes=chosen, edges=kept_edges, evidence=evidence)
+
+
+def read_audit(journal: Journal, min_users: int) -> GraphAudit:
+    """Every live node and edge with its distinct supporters and why it is visible (admin only)."""
+    view = journal.graph_view(with_links=False)
+    return audit(view.nodes.values(), view.edges.values(), supports(journal.graph_support()), min_users)

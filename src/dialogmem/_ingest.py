@@ -156,7 +156,7 @@ class Ingest:
                                                      "topic_id": group[-1].topic_id}))
         changes = TurnChanges()
         records = records_from_facts(user_id, facts, now=now)
-        vectors = self.stages.embedder.embed([r.memory for r in records]) if records else []
+        vectors = self.stages.embedder.embed([r.memory for r in records]) if records else np.zeros((0, 0), np.float32)
         for record, vector in zip(records, vectors, strict=True):
             hits = self.writer.index.dense_search(user_id, vector, limit=NEIGHBOURS, flt=IndexFilter(tier="mtm"))
             stored = self.journal.vectors(user_id, [h.record.id for h in hits])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -23,24 +24,48 @@ from ._types import Message, Turn
 
 MAX_ID_LEN = 256
 MAX_METADATA_DEPTH = 16
+#: Unicode categories an id may not hold: control, format, line and paragraph separators
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp"})
 #: metadata keys whose value is appended to the turn text as an image caption
 CAPTION_KEYS = ("image_caption", "blip_caption", "caption")
 
 
 def check_id(kind: str, value: object) -> str:
+    """An id (user, session, agent, memory, message, actor) that names one thing only: at most
+    ``MAX_ID_LEN`` characters, no control, format or line/paragraph separator characters (Unicode
+    categories Cc, Cf, Zl, Zp: invisible, so two ids that print alike could differ), and in NFC form
+    (so the composed and decomposed spellings of "éve" cannot become two users). A non-NFC id is
+    refused rather than rewritten: callers keep using the id they passed, so it must already be
+    the one stored."""
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"{kind} must be a non-empty string")
-    if len(value) > MAX_ID_LEN or any(ord(c) < 32 for c in value):
-        raise InputError(f"{kind} must be at most {MAX_ID_LEN} printable characters")
+    if len(value) > MAX_ID_LEN:
+        raise InputError(f"{kind} has {len(value)} characters; at most {MAX_ID_LEN}")
     check_text(kind, value)
+    for i, c in enumerate(value):
+        if unicodedata.category(c) in _INVISIBLE:
+            raise InputError(f"{kind} holds the invisible character {_name(c)} at position {i}; "
+                             "ids take no control, format or separator characters")
+    if not unicodedata.is_normalized("NFC", value):
+        raise InputError(f"{kind} is not in Unicode NFC form: send "
+                         f"{unicodedata.normalize('NFC', value)!r} (unicodedata.normalize('NFC', id))")
     return value
 
 
 def check_text(what: str, text: str) -> None:
+    """Valid Unicode without NUL: both journals store exactly this (PostgreSQL text cannot hold
+    U+0000, so SQLite refuses it too and the same input behaves the same on both)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InputError(f"{what} is not valid Unicode (lone surrogate at position {exc.start})") from exc
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise InputError(f"{what} holds a NUL character (U+0000) at position {nul}; no store accepts NUL")
+
+
+def _name(c: str) -> str:
+    return f"U+{ord(c):04X} ({unicodedata.name(c, unicodedata.category(c))})"
 
 
 def check_bounded_text(what: str, text: object, max_chars: int, setting: str) -> str:

@@ -26,12 +26,13 @@ from ._lifecycle import CallGate, StoreLock
 from ._models import LLMClient
 from ._offline import Offline
 from ._open import Parts, open_parts
-from ._operators import Operations
+from ._operators import Operations, finish_repair, prepare_repair
 from ._read import Answer
 from ._read._hymem import AnswerMode
 from ._read._ltm import route_ltm
 from ._read._pipeline import ReadResult, describe_plan
 from ._records import coerce_filter, edited, matches
+from ._repair import RepairReport
 from ._store import IndexFilter
 from ._timeparse import parse_timestamp
 from ._types import (
@@ -93,6 +94,16 @@ class Memory(Operations, Offline):
             if self._store_lock is not None:
                 self._store_lock.release()
             raise
+
+    @classmethod
+    def repair(cls, config: Config | None = None, *, from_index: bool = False, **overrides: Any) -> RepairReport:
+        """``dialogmem repair``: move a damaged or doubtful Edge index aside (never deleted) and build
+        it again from the journal; with ``from_index``, first rebuild a missing journal's memory rows
+        from the surviving index. The store must not be open elsewhere."""
+        config = Config.load(**overrides) if config is None else config.with_overrides(**overrides)
+        report = prepare_repair(config, from_index=from_index)
+        with cls(config) as mem:  # opening fills a missing index from the journal
+            return finish_repair(mem._parts, config, report)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> Memory:
@@ -217,6 +228,7 @@ class Memory(Operations, Offline):
             self._writable()
             check_id("user_id", user_id)
             with self._parts.ingest.user_lock(user_id):
+                self._parts.index.check_room()  # a full disk refuses before the journal forgets anything
                 self._parts.access.forget(user_id)
                 self._parts.consolidator.forget(user_id)  # first: no evidence outlives its user
                 counts = self._parts.journal.forget_user(user_id)

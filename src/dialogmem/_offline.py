@@ -12,11 +12,12 @@ from typing import Any
 
 from ._apikeys import ApiKey
 from ._config import Config
-from ._graphview import read_graph
+from ._graphview import read_audit, read_graph
 from ._input import check_bounded_text, check_id, check_int
 from ._journal import IndexState, TurnStatus
 from ._open import Parts
 from ._sleep._graph import LTMGraph
+from ._sleep._visibility import GraphAudit
 from ._sleeptime import SleepReport
 
 
@@ -24,8 +25,11 @@ class Offline:
     _parts: Parts
     config: Config
 
-    def _call(self) -> AbstractContextManager[None]: ...  # provided by Memory
-    def _writable(self) -> None: ...
+    def _call(self) -> AbstractContextManager[None]:
+        raise NotImplementedError  # provided by Memory
+
+    def _writable(self) -> None:
+        raise NotImplementedError  # provided by Memory
 
     # -- sleep time ---------------------------------------------------------------------------
     def sleep(self, user_id: str | None = None) -> SleepReport:
@@ -60,8 +64,9 @@ class Offline:
 
     def graph(self, user_id: str | None = None, *, query: str | None = None, limit: int = 100) -> LTMGraph:
         """The shared LTM graph: live nodes (strongest evidence first) and the live edges between
-        them. ``user_id``: only what this user's memories support (``evidence`` lists their ids);
-        ``query``: the nodes matching it and their one-hop neighbours."""
+        them. Without ``user_id``: only what at least ``sleep.ltm_min_users`` distinct users' memories
+        support (what every user may see); ``user_id``: only what this user's memories support
+        (``evidence`` lists their ids); ``query``: the nodes matching it and their one-hop neighbours."""
         with self._call():
             check_int("limit", limit, 1, 10_000)
             key = self._parts.consolidator.subject_key(check_id("user_id", user_id)) if user_id is not None else None
@@ -69,6 +74,14 @@ class Offline:
                 check_bounded_text("query", query, self.config.read.max_query_chars, "read.max_query_chars")
             return read_graph(self._parts.journal, self._parts.graph_search, subject_key=key, query=query,
                               limit=limit, min_score=self.config.sleep.ltm_min_score)
+
+    def graph_audit(self) -> GraphAudit:
+        """Admin view of the shared graph (``dialogmem graph --audit``): every live node and edge with
+        its number of distinct supporting users and whether it is visible to everyone (at least
+        ``sleep.ltm_min_users`` supporters, and for an edge both ends visible) or only to its
+        supporters. Holds no user id or subject key."""
+        with self._call():
+            return read_audit(self._parts.journal, self.config.sleep.ltm_min_users)
 
     # -- statistics ---------------------------------------------------------------------------
     def stats(self, user_id: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from ._access import AccessLog
 from ._config import Config
 from ._consolidation import LTMConsolidator
 from ._embedder_check import check_embedder, resolve_embedder
-from ._errors import StoreError
+from ._errors import DiskFullError, StoreError
 from ._evict import Evictor
 from ._ingest import Ingest
 from ._journal import IndexState, Journal, open_journal
@@ -109,7 +109,7 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
             evictor=Evictor(journal, writer),
             consolidator=LTMConsolidator(journal, writer, embedder, llm, config.sleep),
-            graph_search=GraphSearcher(journal, index, embedder),
+            graph_search=GraphSearcher(journal, index, embedder, min_users=config.sleep.ltm_min_users),
         )
         if not read_only:
             _reconcile(parts)
@@ -134,7 +134,10 @@ def _open_index(config: Config, paths: StorePaths, journal: Journal) -> VectorIn
     store_id = journal.meta("store_id") or ""
     check_marker(paths, store_id)
     try:
-        return EdgeIndex(paths.index, dim=config.embedder.dim, search_threads=config.store.search_threads)
+        return EdgeIndex(paths.index, dim=config.embedder.dim, search_threads=config.store.search_threads,
+                         min_free_mb=config.store.min_free_mb)
+    except DiskFullError:  # nothing is damaged: the store opens once space is freed
+        raise
     except StoreError as exc:
         raise damaged_index(paths, exc) from exc
     except (KeyboardInterrupt, SystemExit):

@@ -35,8 +35,11 @@ class Operations:
     _parts: Parts
     config: Config
 
-    def _call(self) -> AbstractContextManager[None]: ...  # provided by Memory
-    def _writable(self) -> None: ...
+    def _call(self) -> AbstractContextManager[None]:
+        raise NotImplementedError  # provided by Memory
+
+    def _writable(self) -> None:
+        raise NotImplementedError  # provided by Memory
 
     def import_records(self, records: Iterable[MemoryRecord | dict[str, Any]], *,
                        vectors: np.ndarray | None = None) -> int:
@@ -92,27 +95,6 @@ class Operations:
             self._writable()
             return rebuild_index(self._parts)
 
-    @classmethod
-    def repair(cls, config: Config | None = None, *, from_index: bool = False, **overrides: Any) -> RepairReport:
-        """``dialogmem repair``: move a damaged or doubtful Edge index aside (never deleted) and build
-        it again from the journal; with ``from_index``, first rebuild a missing journal's memory rows
-        from the surviving index. The store must not be open elsewhere."""
-        config = Config.load(**overrides) if config is None else config.with_overrides(**overrides)
-        data_dir = Path(config.data_dir).expanduser()
-        report = recover_journal(config, data_dir) if from_index else RepairReport()
-        if not from_index and config.store.backend == "edge":
-            lock = StoreLock(data_dir / ".lock")
-            try:
-                moved = StorePaths(data_dir).move_index_aside("repaired")
-            finally:
-                lock.release()
-            report.index_moved_to = str(moved) if moved is not None else None
-        with cls(config) as mem:  # opening fills a missing index from the journal
-            if config.store.backend != "edge":
-                rebuild_index(mem._parts)
-            report.memories_indexed = indexed_memories(mem._parts.index)
-        return report
-
 
 
 def _importable(item: MemoryRecord | dict[str, Any], max_metadata_bytes: int) -> MemoryRecord:
@@ -132,3 +114,27 @@ def _importable(item: MemoryRecord | dict[str, Any], max_metadata_bytes: int) ->
     check_bounded_text(f"memory {item.id}", item.memory, 10_000_000, "the text limit")
     check_metadata(f"memory {item.id} metadata", item.metadata, max_metadata_bytes)
     return item
+
+
+def prepare_repair(config: Config, *, from_index: bool) -> RepairReport:
+    """The part of ``Memory.repair`` before the store is opened: with ``from_index``, rebuild a missing
+    journal's memory rows from the surviving index; otherwise move an Edge index aside (never
+    deleted), so that opening builds it again from the journal."""
+    data_dir = Path(config.data_dir).expanduser()
+    report = recover_journal(config, data_dir) if from_index else RepairReport()
+    if not from_index and config.store.backend == "edge":
+        lock = StoreLock(data_dir / ".lock")
+        try:
+            moved = StorePaths(data_dir).move_index_aside("repaired")
+        finally:
+            lock.release()
+        report.index_moved_to = str(moved) if moved is not None else None
+    return report
+
+
+def finish_repair(parts: Parts, config: Config, report: RepairReport) -> RepairReport:
+    """The part of ``Memory.repair`` on the opened store: a server index is rebuilt in place."""
+    if config.store.backend != "edge":
+        rebuild_index(parts)
+    report.memories_indexed = indexed_memories(parts.index)
+    return report

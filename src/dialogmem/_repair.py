@@ -17,6 +17,7 @@ from ._ltmindex import sync_graph_index
 from ._maintenance import IndexMarker, StorePaths
 from ._store import LTM_SCOPE, EdgeIndex, VectorIndex
 from ._store._remote import RemoteIndex
+from ._store._room import MIB, DiskRoom
 from ._types import Event
 from ._writer import fill_index
 
@@ -41,11 +42,14 @@ def rebuild_index(parts: Parts) -> RepairReport:
     report = RepairReport()
     generation = int(parts.journal.meta("index_generation") or 1) + 1
     if isinstance(parts.index, EdgeIndex):
+        min_free_mb = parts.config.store.min_free_mb
+        # the old directory stays on disk: refuse before closing it when a new one would not fit
+        DiskRoom(parts.paths.index, reserve=min_free_mb * MIB).check("rebuild", opening_new=True)
         parts.index.close()
         moved = parts.paths.move_index_aside("replaced")
         report.index_moved_to = str(moved) if moved else None
         new: VectorIndex = EdgeIndex(parts.paths.index, dim=parts.config.embedder.dim,
-                                     search_threads=parts.config.store.search_threads)
+                                     search_threads=parts.config.store.search_threads, min_free_mb=min_free_mb)
     elif isinstance(parts.index, RemoteIndex):
         parts.index.reset()
         new = parts.index
@@ -96,7 +100,7 @@ def recover_journal(config: Config, data_dir: Path) -> RepairReport:
     if not paths.index_has_data():
         raise StoreError(f"there is no index at {paths.index} to recover memories from")
     started = time.perf_counter()
-    index = EdgeIndex(paths.index, dim=config.embedder.dim)
+    index = EdgeIndex(paths.index, dim=config.embedder.dim, min_free_mb=config.store.min_free_mb)
     journal = SQLiteJournal(paths.journal)
     try:
         journal.set_meta("import_index", None)

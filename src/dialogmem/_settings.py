@@ -177,6 +177,10 @@ class SleepSettings(_Section):
     ltm_search_hits: int = Field(2, ge=0, le=50)
     # A graph node is a search hit only with at least this cosine to the query.
     ltm_min_score: float = Field(0.45, ge=-1.0, le=1.0)
+    # k-anonymity of the shared graph: a node or edge is shown to a user (search, ``graph``) only
+    # when that user's own memories support it or at least this many distinct users' memories do
+    # (an edge also needs both ends shown). Consolidation still learns from everyone.
+    ltm_min_users: int = Field(3, ge=2, le=1000)
 
 
 class ServerSettings(_Section):
@@ -195,3 +199,14 @@ class ServerSettings(_Section):
     sleep_jobs_kept: int = Field(200, ge=1, le=100_000)
     # the user a stdio MCP server acts for (``dialogmem mcp --user`` overrides it)
     mcp_user: str | None = None
+    # seconds a request body may take to arrive in full (408 and the connection closed after)
+    body_timeout_s: float = Field(15.0, gt=0, le=3600)
+    # seconds an idle keep-alive connection is kept open between requests
+    keep_alive_s: int = Field(5, ge=1, le=3600)
+    # requests per second one API key may make on average, and how many at once above that rate
+    # (token bucket; 429 with Retry-After past it); 0: unlimited
+    requests_per_second: float = Field(100.0, ge=0, le=1_000_000)
+    request_burst: int = Field(200, ge=1, le=1_000_000)
+    # requests of one key that may be running at once on the routes that can call the LLM (answer,
+    # search, add, conversations, MCP tool calls); 429 with Retry-After past it; 0: unlimited
+    llm_calls_per_key: int = Field(8, ge=0, le=10_000)

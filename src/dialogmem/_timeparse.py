@@ -29,6 +29,9 @@ _DATEPARSER_SETTINGS = {
     "REQUIRE_PARTS": ["year", "month", "day"],
 }
 _MIN_YEAR, _MAX_YEAR = 1900, 2200
+#: the longest timestamp string read: a written date is short, and dateparser's time grows with
+#: the length of its input (a 480 kB string took 13 s of CPU before it was refused)
+MAX_TIMESTAMP_CHARS = 100
 
 
 def parse_timestamp(value: str | float | int | datetime) -> datetime:
@@ -56,6 +59,8 @@ def parse_timestamp(value: str | float | int | datetime) -> datetime:
 
 
 def _parse_string(text: str) -> datetime:
+    if len(text) > MAX_TIMESTAMP_CHARS:
+        raise InputError(f"timestamp has {len(text)} characters; a date is at most {MAX_TIMESTAMP_CHARS}")
     s = text.strip()
     if not s:
         raise InputError("empty timestamp")

@@ -13,6 +13,11 @@ Every change of the store goes through :meth:`ChangeWriter.apply` with a ``Chang
    idempotent). A record the index refuses is marked failed with the reason, never retried in a
    loop, and never blocks the store from opening; ``rebuild`` retries it.
 
+A full disk is not a refused record: the index's room is checked before step 2, so a change it
+cannot hold raises ``DiskFullError`` with nothing written. Should the disk fill between the check
+and step 3, the rows stay in the outbox (not failed), and the next change that finds room — or the
+next checkpoint, or the next open — applies them first.
+
 Steps 2 and 3 run under one lock, so the index sees changes in the order the journal committed
 them.
 """
@@ -27,7 +32,7 @@ import numpy as np
 
 from ._access import AccessLog
 from ._changes import ChangeSet, GraphCommit
-from ._errors import StoreError
+from ._errors import DiskFullError, StoreError
 from ._journal import IndexState, Journal
 from ._ltmindex import sync_graph_index
 from ._models._embed_base import Embedder
@@ -49,13 +54,20 @@ class ChangeWriter:
         self.sync_every = sync_every
         self._lock = threading.Lock()
         self._unsynced: list[str] = []
+        self._behind = False  # a full disk left rows in the outbox that the index has not seen
 
     def apply(self, cs: ChangeSet) -> list[MemoryRecord]:
-        """Perform ``cs``; returns the records it wrote."""
+        """Perform ``cs``; returns the records it wrote. ``DiskFullError`` (nothing written) when the
+        change reaches the index and the disk has no room for it."""
         if cs.is_empty():
             return []
         vectors = self._vectors(cs)
         with self._lock:
+            points = _index_points(cs)
+            if points is not None:
+                self.index.check_room(points)
+                if self._behind:
+                    self._catch_up()
             access, usage = self.access.drain(), self.usage.drain()
             try:
                 self.journal.commit(cs, vectors, access=access, usage=usage)
@@ -87,14 +99,40 @@ class ChangeWriter:
         return vectors  # type: ignore[return-value]
 
     # -- the index ------------------------------------------------------------------------
+    def _catch_up(self) -> None:
+        """Apply what a full disk left in the outbox, before anything newer reaches the index;
+        ``DiskFullError`` when the disk filled again meanwhile."""
+        self._behind = False
+        n = self._apply_rows(self.journal.index_rows(states=(IndexState.UPSERT, IndexState.REMOVE)))
+        if self._behind:
+            raise DiskFullError("no room on disk for the vector index: it is still catching up with the journal")
+        sync_graph_index(self.journal, self.index)  # a no-op unless a graph commit was left behind too
+        log.warning("the vector index caught up with the journal after a full disk: %d changes applied", n)
+
     def _to_index(self, upserts: Sequence[tuple[MemoryRecord, np.ndarray]],
                   removals: Sequence[tuple[str, str]]) -> None:
-        """Apply to the index; what it refuses is marked failed, one record at a time."""
+        """Apply to the index; what it refuses is marked failed, one record at a time. When the disk
+        is full, everything stays in the outbox for :meth:`_catch_up`."""
+        try:
+            done = self._index_changes(upserts, removals)
+        except DiskFullError as exc:
+            self._behind = True
+            log.error("the vector index has no room on disk (%s): %d changes wait in the journal's outbox",
+                      exc, len(upserts) + len(removals))
+            return
+        self._unsynced += done
+        if len(self._unsynced) >= self.sync_every:
+            self._checkpoint()
+
+    def _index_changes(self, upserts: Sequence[tuple[MemoryRecord, np.ndarray]],
+                       removals: Sequence[tuple[str, str]]) -> list[str]:
         done: list[str] = []
         if upserts:
             try:
                 self.index.upsert([IndexPoint(record=r, vector=v) for r, v in upserts])
                 done += [r.id for r, _ in upserts]
+            except DiskFullError:
+                raise
             except StoreError as exc:
                 log.warning("index upsert of %d records failed (%s); trying them one by one", len(upserts), exc)
                 done += self._one_by_one(upserts)
@@ -105,11 +143,11 @@ class ChangeWriter:
             try:
                 self.index.delete(ids, user_id)
                 done += ids
+            except DiskFullError:
+                raise
             except StoreError as exc:
                 self._failed(ids, exc)
-        self._unsynced += done
-        if len(self._unsynced) >= self.sync_every:
-            self._checkpoint()
+        return done
 
     def _one_by_one(self, upserts: Sequence[tuple[MemoryRecord, np.ndarray]]) -> list[str]:
         done = []
@@ -117,6 +155,8 @@ class ChangeWriter:
             try:
                 self.index.upsert([IndexPoint(record=record, vector=vector)])
                 done.append(record.id)
+            except DiskFullError:
+                raise
             except StoreError as exc:
                 self._failed([record.id], exc)
         return done
@@ -127,14 +167,24 @@ class ChangeWriter:
         self.journal.mark_index(ids, IndexState.FAILED, str(exc)[:2000])
 
     def checkpoint(self) -> None:
-        """Flush the index, then mark the rows it now holds as synced."""
+        """Flush the index, then mark the rows it now holds as synced (first applying what a full
+        disk left behind, when there is room again)."""
         with self._lock:
+            if self._behind:
+                try:
+                    self._catch_up()
+                except DiskFullError as exc:
+                    log.warning("the vector index is still behind the journal: %s", exc)
             self._checkpoint()
 
     def _checkpoint(self) -> None:
         if not self._unsynced:
             return
-        self.index.flush()
+        try:
+            self.index.flush()
+        except DiskFullError as exc:  # the rows stay unsynced: the index's WAL holds them, a replay is idempotent
+            log.warning("the vector index was not flushed: %s", exc)
+            return
         self.journal.mark_index(self._unsynced, IndexState.SYNCED)
         self._unsynced = []
 
@@ -207,11 +257,15 @@ def _fill_batch(journal: Journal, index: VectorIndex, batch: list[IndexPoint], m
     try:
         index.upsert(batch)
         ok = [p.record.id for p in batch]
+    except DiskFullError:  # not the records' fault: the rest stays unmarked, for the next fill
+        raise
     except StoreError:
         for point in batch:
             try:
                 index.upsert([point])
                 ok.append(point.record.id)
+            except DiskFullError:
+                raise
             except StoreError as exc:
                 log.error("the vector index refused memory %s: %s", point.record.id, exc)
                 if mark:
@@ -219,3 +273,15 @@ def _fill_batch(journal: Journal, index: VectorIndex, batch: list[IndexPoint], m
     if mark:
         journal.mark_index(ok, IndexState.SYNCED)
     return len(ok)
+
+
+def _index_points(cs: ChangeSet) -> int | None:
+    """How many points ``cs`` writes to or removes from the index; None when it does not reach the
+    index (turns only, quarantine, counters)."""
+    graph = cs.graph is not None and not cs.graph.delta.is_empty()
+    nodes = 0
+    if cs.graph is not None and graph:
+        d = cs.graph.delta
+        nodes = len(d.insert_nodes) + len(d.update_nodes) + len(d.drop_nodes)
+    n = len(cs.writes) + len(cs.removals) + nodes
+    return n if n or graph else None

@@ -176,10 +176,16 @@ def graph(user: Annotated[str | None, typer.Option("--user", "-u", help="what th
           limit: Annotated[int, typer.Option("--limit", "-n")] = 100,
           fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or graphml")] = "table",
           out: Annotated[Path | None, typer.Option("--out", "-o", help="write to this file")] = None,
+          audit: Annotated[bool, typer.Option(
+              "--audit", help="admin view: every node and edge, its supporting users and why it is visible")] = False,
           config: ConfigOpt = None, data_dir: DataOpt = None, read_only: ReadOnlyOpt = False) -> None:
-    """Print the shared LTM knowledge graph (or write it as JSON or GraphML)."""
+    """Print the shared LTM knowledge graph (or write it as JSON or GraphML). Without --user it shows
+    what every user may see (supported by at least sleep.ltm_min_users users)."""
     if fmt not in ("table", "json", "graphml"):
         raise _fail(f"--format must be table, json or graphml, not {fmt!r}")
+    if audit:
+        _graph_audit(config, data_dir, read_only, fmt=fmt, out=out, other=user is not None or query is not None)
+        return
     g = _run(config, data_dir, lambda m: m.graph(user, query=query, limit=limit), read_only=read_only)
     if fmt == "table" and out is None:
         texts = {n.id: n.text for n in g.nodes}
@@ -197,6 +203,30 @@ def graph(user: Annotated[str | None, typer.Option("--user", "-u", help="what th
         typer.echo(text)
     else:
         out.write_text(text + "\n", encoding="utf-8")
+
+
+def _graph_audit(config: Path | None, data_dir: Path | None, read_only: bool, *, fmt: str, out: Path | None,
+                 other: bool) -> None:
+    if other:
+        raise _fail("--audit lists the whole graph: it takes no --user or --query")
+    if fmt == "graphml":
+        raise _fail("--audit writes a table or JSON, not graphml")
+    report = _run(config, data_dir, lambda m: m.graph_audit(), read_only=read_only)
+    if fmt == "json" or out is not None:
+        text = report.model_dump_json(indent=2)
+        if out is None:
+            typer.echo(text)
+        else:
+            out.write_text(text + "\n", encoding="utf-8")
+        return
+    public = sum(r.visible_to == "everyone" for r in report.rows)
+    table = Table(title=f"LTM graph audit: {len(report.rows)} rows, {public} visible to everyone "
+                        f"(sleep.ltm_min_users = {report.min_users})")
+    for col in ("kind", "type", "text", "supporters", "visible to", "why"):
+        table.add_column(col, overflow="fold")
+    for r in report.rows:
+        table.add_row(r.kind, r.type, r.text, str(r.supporters), r.visible_to, r.reason)
+    Console().print(table)
 
 
 @app.command()

@@ -101,6 +101,21 @@ class GraphRows:
             sql, params = sql + f" AND target_id IN ({_marks(target_ids)})", [*params, *target_ids]
         return [EvidenceLink(subject_key=r[0], memory_id=r[1], target_id=r[2]) for r in self._query(sql, params)]
 
+    def graph_support(self, target_ids: Sequence[str] | None = None, subject_key: str | None = None
+                      ) -> dict[str, tuple[int, bool]]:
+        """Per node or edge id (all linked ones, or those of ``target_ids``): (distinct subjects among
+        its evidence links, whether ``subject_key`` is one of them), in one grouped query. An id
+        without any link is absent."""
+        sql = ("SELECT target_id, COUNT(DISTINCT subject_key), MAX(CASE WHEN subject_key = ? THEN 1 ELSE 0 END) "
+               "FROM ltm_links")
+        params: list[object] = [subject_key if subject_key is not None else ""]
+        if target_ids is not None:
+            if not target_ids:
+                return {}
+            sql, params = sql + f" WHERE target_id IN ({_marks(target_ids)})", [*params, *target_ids]
+        rows = self._query(sql + " GROUP BY target_id", params)
+        return {r[0]: (int(r[1]), bool(r[2])) for r in rows}
+
     def graph_node_vectors(self, ids: Sequence[str] | None = None) -> tuple[list[GraphNode], np.ndarray]:
         """The live nodes that have an embedding (all, or those of ``ids``), and their vectors (one
         row each), ordered by id."""

@@ -16,18 +16,24 @@ from .._apikeys import ApiKey, NewKey, Role, check_key_id, new_key, secret_match
 from .._errors import InputError, NotFoundError
 
 _COLUMNS = "key_id, role, user_id, label, created_at, revoked_at"
+MAX_LABEL_CHARS = 200
 
 
 class KeyRows:
     """Mixin: needs ``_tx()`` and ``_query()``."""
 
-    def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...  # provided by the journal
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Any]: ...
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError  # provided by the journal
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        raise NotImplementedError  # provided by the journal
 
     def create_key(self, role: Role, user_id: str | None = None, *, label: str = "") -> tuple[ApiKey, str]:
         """A new key; returns its row and the full key text (shown once, never stored)."""
         if (role == "admin") != (user_id is None):
             raise InputError("an admin key reaches every user and takes no user id; a user key needs one")
+        if len(label) > MAX_LABEL_CHARS or not label.isprintable():
+            raise InputError(f"a key label is at most {MAX_LABEL_CHARS} printable characters (no control characters)")
         made: NewKey = new_key()
         row = ApiKey(key_id=made.key_id, role=role, user_id=user_id, label=label, created_at=time.time())
         with self._tx() as db:
@@ -61,7 +67,10 @@ class KeyRows:
             return None
         key_id, secret = parts
         rows = self._query(f"SELECT {_COLUMNS}, secret_sha256 FROM api_keys WHERE key_id=?", (key_id,))
-        if not rows or not secret_matches(secret, rows[0][6]) or rows[0][5] is not None:
+        # the secret is hashed and compared also for an unknown id: a wrong secret on an existing
+        # id must not answer measurably slower than an unknown id (which would reveal valid ids)
+        matches = secret_matches(secret, rows[0][6] if rows else None)
+        if not matches or rows[0][5] is not None:
             return None
         return _key(rows[0])
 

@@ -21,7 +21,8 @@ Row = Any
 class LTMQueueRows:
     """Mixin: needs ``_query()`` of the journal."""
 
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        raise NotImplementedError  # provided by the journal
 
     @staticmethod
     def _queue_for_ltm(db: sqlite3.Connection, user_id: str, memory_id: str) -> None:

@@ -33,8 +33,12 @@ class MemoryRows:
     #: refuse a commit whose processed turns are not all pending (several processes share the journal)
     strict_claims = False
 
-    def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...  # provided by the journal
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError  # provided by the journal
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        raise NotImplementedError  # provided by the journal
+
     @staticmethod
     def _insert_turns(db: sqlite3.Connection, turns: Sequence[Turn], now: float) -> None: ...
     @staticmethod
@@ -140,7 +144,7 @@ class MemoryRows:
             return {}
         rows = self._query(f"SELECT id, vector FROM memories WHERE user_id=? AND id IN ({_marks(ids)})",
                            [user_id, *ids])
-        return {r[0]: _vector(r[1]) for r in rows if r[1] is not None}
+        return {r[0]: v for r in rows if (v := _vector(r[1])) is not None}
 
     def count_memories(self, user_id: str | None = None, *, status: str = "active", tier: str | None = None) -> int:
         sql, params = "SELECT COUNT(*) FROM memories WHERE status=?", [status]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._bert_onnx import GraphParts
+from ._onnx_graph import GraphParts
 
 _MS = "com.microsoft"
 

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
+from ._bert_fused import build_fused_model
+from ._onnx_graph import GraphParts
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +75,6 @@ def cached_onnx(model_dir: Path, cache_dir: Path) -> Path:
     except ImportError as exc:
         raise ConfigError("building the ONNX embedder needs the onnx package once: pip install onnx "
                           "(or use embedder.engine=torch)") from exc
-    from ._bert_fused import build_fused_model
-
     log.info("writing the ONNX sentence encoder to %s (once)", target)
     model = build_fused_model(read_safetensors(weights), config)
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -94,60 +94,6 @@ def write_atomically(target: Path, write: Callable[[str], object]) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-
-
-class GraphParts:
-    """The pieces both encoder graphs are made of: initializers, nodes with unique output names, and
-    the shared head (mean over real tokens, L2 normalisation) and model wrapper."""
-
-    def __init__(self) -> None:
-        self.nodes: list[Any] = []
-        self.inits: list[Any] = []
-        self._counter = iter(range(10**9))
-
-    def const(self, arr: np.ndarray, name: str | None = None) -> str:
-        from onnx import numpy_helper
-
-        name = name or f"c{next(self._counter)}"
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
-        return name
-
-    def op(self, kind: str, inputs: list[str], *, domain: str = "", n_out: int = 1, **attrs: Any) -> str:
-        from onnx import helper
-
-        outs = [f"{kind.lower()}{next(self._counter)}" for _ in range(n_out)]
-        self.nodes.append(helper.make_node(kind, inputs, outs, domain=domain or None, **attrs))
-        return outs[0]
-
-    def mean_pool_normalised(self, x: str, mask: str) -> None:
-        """``sentence_embedding``: mean over real tokens, then L2 normalisation (the clamps of
-        sentence-transformers). ``mask`` is the float attention mask [B, S]."""
-        from onnx import helper
-
-        i64 = np.int64
-        mask3 = self.op("Unsqueeze", [mask, self.const(np.array([2], i64))])
-        summed = self.op("ReduceSum", [self.op("Mul", [x, mask3]), self.const(np.array([1], i64))], keepdims=0)
-        count = self.op("Max", [self.op("ReduceSum", [mask3, self.const(np.array([1], i64))], keepdims=0),
-                                self.const(np.array(1e-9, np.float32))])
-        mean = self.op("Div", [summed, count])
-        norm = self.op("Max", [self.op("ReduceL2", [mean], axes=[1], keepdims=1),
-                               self.const(np.array(1e-12, np.float32))])
-        self.nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"]))
-
-    def model(self, name: str, hidden: int, opsets: list[tuple[str, int]]) -> Any:
-        from onnx import TensorProto, helper
-
-        graph = helper.make_graph(
-            self.nodes, name,
-            [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-             helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
-            [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
-            self.inits,
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets],
-                                  producer_name="dialogmem")
-        model.ir_version = 8
-        return model
 
 
 def build_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:

@@ -18,8 +18,6 @@ LOCAL_DIM = 384
 def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
     """The one client every stage shares; ``backend="none"`` gives ``NoLLM``."""
     usage = usage if usage is not None else UsageTracker()
-    common = {"usage": usage, "timeout_s": cfg.timeout_s, "max_retries": cfg.max_retries,
-              "backoff_s": cfg.backoff_s, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
     if cfg.backend == "none":
         return NoLLM(usage)
     if cfg.backend == "openai":
@@ -28,7 +26,9 @@ def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
         if not cfg.model:
             raise ConfigError("llm.model is required for llm.backend=openai "
                               "(DIALOGMEM_LLM__MODEL=gpt-4o-mini, or the name your server serves)")
-        return OpenAICompatibleLLM(model=cfg.model, base_url=cfg.base_url, api_key=cfg.api_key, **common)
+        return OpenAICompatibleLLM(model=cfg.model, base_url=cfg.base_url, api_key=cfg.api_key, usage=usage,
+                                   timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s,
+                                   temperature=cfg.temperature, max_tokens=cfg.max_tokens)
     if cfg.backend == "llama_cpp":
         from ._llm_llamacpp import INSTALL_HINT, LlamaCppLLM
 
@@ -38,7 +38,9 @@ def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
             import llama_cpp  # noqa: F401  (fail at configuration time, not on the first call)
         except ImportError as exc:
             raise ConfigError(f"llm.backend=llama_cpp needs llama-cpp-python: {INSTALL_HINT}") from exc
-        return LlamaCppLLM(model_path=cfg.model_path, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, **common)
+        return LlamaCppLLM(model_path=cfg.model_path, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, usage=usage,
+                           timeout_s=cfg.timeout_s, max_retries=cfg.max_retries, backoff_s=cfg.backoff_s,
+                           temperature=cfg.temperature, max_tokens=cfg.max_tokens)
     raise ConfigError(f"unknown llm.backend {cfg.backend!r}: use none, openai or llama_cpp")
 
 

@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -228,6 +228,8 @@ class BaseLLM:
                 completion_tokens=completion if completion is not None else estimate_tokens(reply.text),
                 latency_ms=latency_ms,
             )
+            if "\x00" in reply.text:  # no journal stores NUL in text: a model's stray NUL is dropped here, once
+                reply = replace(reply, text=reply.text.replace("\x00", ""))
             return reply
         assert last is not None
         raise last.final from last

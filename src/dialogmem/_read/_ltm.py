@@ -10,10 +10,12 @@ query's entities or keywords; unused slots stay with MTM.
 
 *A graph hit* is one matched node with its one-hop neighbourhood rendered as facts ("Paris — is a:
 capital city; related to: France"), so a multi-hop question gets the linked knowledge in the same
-line. ``tier="ltm"``. Isolation: the node text is general knowledge (de-identified at
-consolidation); what is personal is only the citation: ``source_turn_ids`` are taken from *this
-user's own* memories that support the node (their evidence links, by the user's subject key) —
-never another user's. A node the user has no evidence for cites nothing.
+line. ``tier="ltm"``. Isolation: a node (and every edge and neighbour of its facts) is a hit only
+when it is visible to the user (``_sleep._visibility``: the user's own memories support it, or at
+least ``sleep.ltm_min_users`` distinct users' do); node texts are de-identified and free of sensitive
+values at consolidation; ``source_turn_ids`` are taken from *this user's own* memories that support
+the node (their evidence links, by the user's subject key) — never another user's. A node the user
+has no evidence for cites nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from .._journal import Journal
 from .._models._embed_base import Embedder
 from .._sleep._graph import GraphEdge, GraphNode, node_id
+from .._sleep._visibility import Visibility, supports
 from .._store import LTM_SCOPE, IndexFilter, VectorIndex
 from .._text import query_keywords, tokens
 from .._types import MemoryRecord, SearchHit
@@ -39,6 +42,7 @@ MAX_FACTS = 4
 MAX_CITED_TURNS = 20
 _LTM = IndexFilter(tier="ltm")
 _RELATION_WORDS = {"IsA": "is a", "HasProperty": "has property", "RelatedTo": "related to", "Implies": "implies"}
+_OVERFETCH = 5  # index hits read per slot: hits the user may not see are dropped after the search
 
 
 def personal_reference(query: str, speakers: Sequence[str]) -> bool:
@@ -72,12 +76,14 @@ def render_node(node: GraphNode, edges: Sequence[GraphEdge], nodes: Mapping[str,
 
 class GraphSearcher:
     """Graph hits for one user's query: the nodes' points in the index (scope ``LTM_SCOPE``, see
-    ``_ltmindex``) answer the similarity search; the journal, the keyword matches and what a hit shows."""
+    ``_ltmindex``) answer the similarity search; the journal, the keyword matches and what a hit shows.
+    ``min_users``: the k of the visibility rule (``sleep.ltm_min_users``)."""
 
-    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder) -> None:
+    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, *, min_users: int) -> None:
         self.journal = journal
         self.index = index
         self.embedder = embedder
+        self.min_users = min_users
         self._lock = threading.Lock()
         self._live: tuple[int, int] | None = None  # (graph generation, live nodes)
 
@@ -88,12 +94,14 @@ class GraphSearcher:
                 self._live = (generation, self.journal.graph_counts()["ltm_nodes"])
             return self._live[1] == 0
 
-    def search(self, queries: Sequence[str], n: int, *, min_score: float, subject_key: str,
+    def search(self, queries: Sequence[str], n: int, *, min_score: float, subject_key: str | None,
                memories: Callable[[list[str]], list[MemoryRecord]],
                known: Mapping[str, np.ndarray] | None = None) -> list[SearchHit]:
-        """Up to ``n`` graph hits for the query texts (best first); ``memories(ids)`` reads this
-        user's own memories (active or evicted) for the citations; ``known``: vectors of query texts
-        embedded already (the read pipeline's views), so the route costs no second embedding."""
+        """Up to ``n`` graph hits for the query texts (best first), only nodes, edges and neighbours
+        visible to ``subject_key`` (``None``: the public viewer, k-anonymous knowledge only);
+        ``memories(ids)`` reads this user's own memories (active or evicted) for the citations;
+        ``known``: vectors of query texts embedded already (the read pipeline's views), so the route
+        costs no second embedding."""
         if n <= 0 or not queries or self.empty():
             return []
         have = dict(known or {})
@@ -102,7 +110,8 @@ class GraphSearcher:
             have.update(zip(missing, self.embedder.embed(missing), strict=True))
         vecs = np.stack([np.asarray(have[q], dtype=np.float32) for q in queries])
         scores: dict[str, float] = {}
-        for found in self.index.dense_search_batch(LTM_SCOPE, vecs, limit=n, flts=[_LTM] * len(queries)):
+        fetch = n * _OVERFETCH
+        for found in self.index.dense_search_batch(LTM_SCOPE, vecs, limit=fetch, flts=[_LTM] * len(queries)):
             for hit in found:
                 if hit.score >= min_score:
                     scores[hit.record.id] = max(scores.get(hit.record.id, hit.score), hit.score)
@@ -110,12 +119,16 @@ class GraphSearcher:
         nodes = {node.id: node for node in self.journal.graph_nodes(sorted({*scores, *named}))}
         for nid in named & nodes.keys():
             scores[nid] = 1.0
-        # the journal is the truth: a point whose node was dropped since is no hit
-        top = sorted((i for i in scores if i in nodes), key=lambda i: (-scores[i], i))[:n]
+        # the journal is the truth: a point whose node was dropped since, or one this user may not
+        # see, is no hit
+        seen = self._visibility(sorted(nodes), subject_key)
+        top = sorted((i for i in scores if i in nodes and seen.shows(i)), key=lambda i: (-scores[i], i))[:n]
         edges = self.journal.graph_live_edges(touching=top)
         ends = {end for e in edges for end in (e.source, e.target)} - nodes.keys()
         nodes.update({node.id: node for node in self.journal.graph_nodes(sorted(ends))})
-        cited = self._citations(top, subject_key, memories)
+        seen = self._visibility(sorted({*top, *(x for e in edges for x in (e.id, e.source, e.target))}), subject_key)
+        edges = seen.edges(edges)  # a fact shows a visible edge between visible nodes only
+        cited = self._citations(top, subject_key, memories) if subject_key is not None else {}
         hits = []
         for nid in top:
             turns, stamp, weekday = cited.get(nid, ([], "", ""))
@@ -124,6 +137,9 @@ class GraphSearcher:
                                   score=round(scores[nid], 6), time_stamp=stamp, weekday=weekday, speaker_name="",
                                   source_turn_ids=turns, tier="ltm"))
         return hits
+
+    def _visibility(self, ids: Sequence[str], subject_key: str | None) -> Visibility:
+        return Visibility(supports(self.journal.graph_support(ids, subject_key)), self.min_users)
 
     def _citations(self, node_ids: list[str], subject_key: str,
                    memories: Callable[[list[str]], list[MemoryRecord]]) -> dict[str, tuple[list[str], str, str]]:

@@ -24,9 +24,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from .._text import CLIP_MARK
-from .._types import SearchHit
+
+
+class SearchHit(Protocol):
+    """What rendering reads of a hit (``dialogmem.SearchHit`` has it; so may a test's plain object)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def memory(self) -> str: ...
+    @property
+    def time_stamp(self) -> str: ...
+    @property
+    def weekday(self) -> str: ...
+    @property
+    def source_turn_ids(self) -> Sequence[str]: ...
+
 
 # English month names whatever the process locale (strftime's %B follows it)
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",

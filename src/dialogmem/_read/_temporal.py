@@ -150,8 +150,8 @@ def _window(kind: str, m: re.Match[str], ref: datetime, tz: tzinfo) -> tuple[flo
         return _days(d, d, tz)
     if kind in ("dmy", "mdy", "dm", "md"):
         phrase = f"{g['day']} {g['month']} {g.get('year') or ''}".strip()
-        d = _dateparser_day(phrase, ref.replace(tzinfo=None))
-        return _days(d, d, tz) if d is not None else None
+        day = _dateparser_day(phrase, ref.replace(tzinfo=None))
+        return _days(day, day, tz) if day is not None else None
     if kind == "my":
         return _month(int(g["year"]), MONTHS[g["month"].lower()], tz)
     if kind == "m":

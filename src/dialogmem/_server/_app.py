@@ -17,9 +17,9 @@ from .._apikeys import ApiKey
 from .._memory import Memory
 from .._settings import ServerSettings
 from ._auth import KeyAuth
-from ._errors import install_handlers
+from ._errors import error_responses, install_handlers
 from ._jobs import SleepJobs
-from ._limits import BodyLimit
+from ._limits import BodyLimit, BodyTimeout, RateLimit
 from ._models import Health
 from ._routes_memories import router as memories_router
 from ._routes_read import router as read_router
@@ -59,7 +59,7 @@ def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: 
     app.state.sleep_jobs = SleepJobs(memory.sleep, kept=settings.sleep_jobs_kept)
     install_handlers(app)
 
-    @app.get("/health", response_model=Health, tags=["service"])
+    @app.get("/health", response_model=Health, tags=["service"], responses=error_responses(500))
     async def health() -> Health:
         """Liveness; needs no key."""
         return Health(version=__version__, auth=auth)
@@ -68,8 +68,11 @@ def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: 
     app.include_router(read_router)
     if mcp_app is not None:
         app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
-    # the outermost middleware runs first: the key is checked before the body is read
+    # the outermost middleware runs first: the key is checked, then its rate, before the body is read
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyTimeout, seconds=settings.body_timeout_s)
+    app.add_middleware(RateLimit, per_second=settings.requests_per_second, burst=settings.request_burst,
+                       llm_calls=settings.llm_calls_per_key)
     app.add_middleware(KeyAuth, verify=verify, protected=("/v1", "/mcp"))
     return app
 

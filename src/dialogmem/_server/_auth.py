@@ -17,7 +17,7 @@ import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._apikeys import ApiKey
-from .._errors import InputError
+from .._errors import InputError, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,12 @@ class KeyAuth:
             if text is None:
                 await send_error(send, 401, "Unauthorized", MISSING)
                 return
-            key = await anyio.to_thread.run_sync(self.verify, text)
+            try:
+                key = await anyio.to_thread.run_sync(self.verify, text)
+            except StoreError as exc:  # the journal is down: the same 503 as on any route
+                log.error("key check failed: %s: %s", type(exc).__name__, exc)
+                await send_error(send, 503, type(exc).__name__, str(exc))
+                return
             if key is None:
                 await send_error(send, 401, "Unauthorized", INVALID)
                 return
@@ -95,10 +100,12 @@ class KeyAuth:
         await self.app(scope, receive, send)
 
 
-async def send_error(send: Send, status: int, error: str, detail: str) -> None:
+async def send_error(send: Send, status: int, error: str, detail: str,
+                     extra_headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """A one-line JSON error body, written straight to the ASGI channel."""
-    body = json.dumps({"error": error, "detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    body = json.dumps({"error": error, "detail": " ".join(detail.split())[:2000]}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *extra_headers]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     start: Message = {"type": "http.response.start", "status": status, "headers": headers}

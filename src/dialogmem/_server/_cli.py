@@ -129,11 +129,13 @@ def serve(host: HostOpt = None, port: Annotated[int | None, typer.Option("--port
 
     from .._memory import Memory
     from ._app import create_app
+    from ._limits import uvicorn_options
 
     try:
         with Memory(cfg) as memory:
             app = create_app(memory, cfg.server, auth=not no_auth, host=host)
-            uvicorn.run(app, host=host, port=port or cfg.server.port, log_level="info")
+            uvicorn.run(app, host=host, port=port or cfg.server.port, log_level="info",
+                        **uvicorn_options(cfg.server))
     except DialogmemError as exc:
         raise _fail(str(exc)) from None
 
@@ -160,6 +162,7 @@ def mcp(user: Annotated[str | None, typer.Option("--user", "-u", help="the user 
     if not http and not user:
         raise _fail("stdio MCP needs the user it acts for: --user ID (or server.mcp_user)")
     from .._memory import Memory
+    from ._limits import uvicorn_options
     from ._mcp import build_mcp, fixed_user, mcp_http_app
 
     try:
@@ -169,7 +172,8 @@ def mcp(user: Annotated[str | None, typer.Option("--user", "-u", help="the user 
 
                 bind = host or cfg.server.host
                 app = mcp_http_app(memory, cfg.server, default_user=user, host=bind)
-                uvicorn.run(app, host=bind, port=port or cfg.server.port + 1, log_level="info")
+                uvicorn.run(app, host=bind, port=port or cfg.server.port + 1, log_level="info",
+                            **uvicorn_options(cfg.server))
             else:
                 logging.getLogger().handlers[:] = [logging.StreamHandler(sys.stderr)]  # stdout carries MCP
                 build_mcp(memory, fixed_user(user)).run("stdio")

@@ -1,11 +1,25 @@
-"""Request limits: a body-size cap enforced before parsing, and batch-size checks (pure)."""
+"""Request limits: a body-size cap enforced before parsing, a deadline for the body to arrive,
+per-key rate limits, and batch-size checks (pure)."""
 
 from __future__ import annotations
 
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import InputError
+from .._settings import ServerSettings
 from ._auth import send_error
+
+log = logging.getLogger(__name__)
+#: POST routes that may call the LLM (extraction, planning, answering, MCP tools)
+LLM_ROUTES = frozenset({"/v1/answer", "/v1/search", "/v1/memories", "/v1/conversations", "/mcp"})
 
 
 class BodyLimit:
@@ -23,7 +37,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        if declared is not None and declared.isdigit() and (len(declared) > 18 or int(declared) > self.max_bytes):
             await self._refuse(send)
             return
         chunks: list[bytes] = []
@@ -61,3 +75,141 @@ def check_batch(what: str, count: int, limit: int, setting: str) -> None:
     if count > limit:
         raise InputError(f"too many {what} in one request: {count} > {limit} (server.{setting}); "
                          "split them over several requests")
+
+
+def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
+    """The settings uvicorn itself enforces (``dialogmem serve`` and ``dialogmem mcp --http``)."""
+    return {"timeout_keep_alive": settings.keep_alive_s}
+
+
+class _BodyTimedOut(Exception):
+    """The client did not send the whole request body before the deadline."""
+
+
+class BodyTimeout:
+    """ASGI middleware: the request body must arrive in full within ``seconds`` of the request's
+    start, else 408 and the connection is closed (uvicorn itself only times out idle keep-alive
+    connections, so a client announcing 100 bytes and sending 10 would hold a connection forever).
+
+    Reads after the last body chunk (a streaming response waiting for the disconnect) are not timed."""
+
+    def __init__(self, app: ASGIApp, *, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        deadline = anyio.current_time() + self.seconds
+        body_done = False
+        started = False
+
+        async def timed_receive() -> Message:
+            nonlocal body_done
+            if body_done:
+                return await receive()
+            try:
+                with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
+                    message = await receive()
+            except TimeoutError:
+                raise _BodyTimedOut from None
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, tracked_send)
+        except _BodyTimedOut:
+            log.warning("request body of %s %s not received within %.1f s", scope["method"], scope["path"],
+                        self.seconds)
+            if not started:
+                await send_error(send, 408, "RequestTimeout",
+                                 f"the request body did not arrive within {self.seconds:g} s "
+                                 "(server.body_timeout_s)", [(b"connection", b"close")])
+
+
+@dataclass
+class TokenBucket:
+    """``rate`` tokens a second, at most ``capacity`` saved up; each request takes one (pure: the
+    caller passes the clock)."""
+
+    rate: float
+    capacity: float
+    tokens: float
+    stamp: float
+
+    def take(self, now: float) -> float:
+        """0.0 when a token was taken, else the seconds until the next one."""
+        self.tokens = min(self.capacity, self.tokens + max(now - self.stamp, 0.0) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / self.rate
+
+
+class RateLimit:
+    """ASGI middleware behind the key check: per API key, at most ``per_second`` requests a second
+    on average (``burst`` at once), and at most ``llm_calls`` requests running at once on
+    :data:`LLM_ROUTES`; past either, 429 with ``Retry-After`` (whole seconds). 0 turns a limit off.
+
+    Requests without a key (``/health``, ``/docs``) are not counted. The counters live on this
+    object, one entry per key seen, and are only touched from the event loop."""
+
+    def __init__(self, app: ASGIApp, *, per_second: float, burst: int, llm_calls: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        self.per_second = per_second
+        self.burst = burst
+        self.llm_calls = llm_calls
+        self.clock = clock
+        self._buckets: dict[str, TokenBucket] = {}
+        self._running: dict[str, int] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        key = scope.get("state", {}).get("key") if scope["type"] == "http" else None
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        wait = self._take(key.key_id)
+        if wait > 0:
+            await _too_many(send, wait, f"key {key.key_id} is over server.requests_per_second = "
+                                        f"{self.per_second:g} (burst {self.burst})")
+            return
+        if not self.llm_calls or scope["method"] != "POST" or scope["path"].rstrip("/") not in LLM_ROUTES:
+            await self.app(scope, receive, send)
+            return
+        running = self._running.get(key.key_id, 0)
+        if running >= self.llm_calls:
+            await _too_many(send, 1.0, f"key {key.key_id} already has {running} requests that may call the LLM "
+                                       f"running (server.llm_calls_per_key = {self.llm_calls})")
+            return
+        self._running[key.key_id] = running + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            left = self._running[key.key_id] - 1
+            if left:
+                self._running[key.key_id] = left
+            else:
+                del self._running[key.key_id]
+
+    def _take(self, key_id: str) -> float:
+        if not self.per_second:
+            return 0.0
+        now = self.clock()
+        bucket = self._buckets.get(key_id)
+        if bucket is None:
+            bucket = self._buckets[key_id] = TokenBucket(self.per_second, float(self.burst), float(self.burst), now)
+        return bucket.take(now)
+
+
+async def _too_many(send: Send, wait: float, detail: str) -> None:
+    seconds = max(1, math.ceil(wait))
+    await send_error(send, 429, "TooManyRequests", f"{detail}; retry in {seconds} s",
+                     [(b"retry-after", str(seconds).encode())])

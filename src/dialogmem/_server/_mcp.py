@@ -23,7 +23,7 @@ from .._errors import DialogmemError, InputError
 from .._memory import Memory
 from .._settings import ServerSettings
 from ._auth import FORBIDDEN, INVALID, NO_AUTH, KeyAuth, key_from_headers
-from ._limits import BodyLimit
+from ._limits import BodyLimit, BodyTimeout, RateLimit
 
 INSTRUCTIONS = ("Long-term memory of past conversations with this user. Call search_memory before "
                 "answering questions about the user's past; call add_memory with facts worth keeping.")
@@ -139,5 +139,7 @@ def mcp_starlette(memory: Memory, settings: ServerSettings, *, verify: Callable[
 def mcp_http_app(memory: Memory, settings: ServerSettings, *, default_user: str | None, host: str) -> ASGIApp:
     """``dialogmem mcp --http``: MCP only, at ``/mcp``, behind the same API keys as the REST server."""
     inner = mcp_starlette(memory, settings, verify=memory.verify_key, default_user=default_user, host=host)
-    return KeyAuth(BodyLimit(inner, max_bytes=settings.max_body_bytes), verify=memory.verify_key,
-                   protected=("/mcp",))
+    bounded = BodyTimeout(BodyLimit(inner, max_bytes=settings.max_body_bytes), seconds=settings.body_timeout_s)
+    limited = RateLimit(bounded, per_second=settings.requests_per_second, burst=settings.request_burst,
+                        llm_calls=settings.llm_calls_per_key)
+    return KeyAuth(limited, verify=memory.verify_key, protected=("/mcp",))

@@ -4,15 +4,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 from .._sleeptime import SleepReport
 from .._types import MemoryRecord, Message
 
-When = str | float | datetime
-MessageIn = str | Message
+# strict numbers and booleans: lax parsing took ``false`` for a time and ``0`` for a flag, which
+# the OpenAPI document says are refused
+When = str | StrictInt | StrictFloat | datetime
+Flag = StrictBool
+#: a text that must hold something besides white space (the library refuses blank ones)
+Text = Annotated[str, Field(min_length=1, pattern=r"\S")]
+MessageIn = Text | Message
 
 
 class _Body(BaseModel):
@@ -22,13 +27,13 @@ class _Body(BaseModel):
 class AddRequest(_Body):
     """``POST /v1/memories``: one message (a string or an object) or a list of them."""
 
-    messages: MessageIn | list[MessageIn]
+    messages: MessageIn | Annotated[list[MessageIn], Field(min_length=1)]
     user_id: str | None = None  # implied by a user key
     session_id: str | None = None
     timestamp: When | None = None
     metadata: dict[str, Any] | None = None
     agent_id: str | None = None
-    flush: bool = False
+    flush: Flag = False
 
 
 class ConversationRequest(_Body):
@@ -36,7 +41,7 @@ class ConversationRequest(_Body):
 
     conversation: list[dict[str, Any]] | dict[str, Any]
     user_id: str | None = None
-    flush: bool = True
+    flush: Flag = True
 
 
 class UserRequest(_Body):
@@ -44,26 +49,26 @@ class UserRequest(_Body):
 
 
 class SearchRequest(_Body):
-    query: str
+    query: Text
     user_id: str | None = None
-    limit: int | None = None
+    limit: Annotated[StrictInt, Field(ge=1, le=200)] | None = None
     filters: dict[str, Any] | None = None
     reference_time: When | None = None
     recent_context: list[str] | None = None
-    expand: bool = False  # hits carry their raw source turns (``sources``)
+    expand: Flag = False  # hits carry their raw source turns (``sources``)
 
 
 class AnswerRequest(_Body):
-    query: str
+    query: Text
     user_id: str | None = None
-    limit: int | None = None
+    limit: Annotated[StrictInt, Field(ge=1, le=200)] | None = None
     reference_time: When | None = None
     mode: Literal["auto", "light", "deep"] | None = None
-    max_rounds: int | None = None
+    max_rounds: Annotated[StrictInt, Field(ge=1, le=5)] | None = None
 
 
 class UpdateRequest(_Body):
-    text: str
+    text: Text
 
 
 class MemoryPage(BaseModel):

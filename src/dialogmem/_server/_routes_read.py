@@ -11,14 +11,15 @@ from .._read import Answer
 from .._types import SearchResult
 from ._auth import scope_user, scope_user_or_all
 from ._deps import KeyDep, MemoryDep
+from ._errors import BODY_ERRORS, COMMON_ERRORS, LLM_ERRORS, error_responses
 from ._jobs import SleepJobs
 from ._models import AnswerRequest, Forgotten, SearchRequest, SleepJob, UserRequest
 
-router = APIRouter(prefix="/v1", tags=["read and store"])
+router = APIRouter(prefix="/v1", tags=["read and store"], responses=error_responses(*COMMON_ERRORS))
 UserQuery = Annotated[str | None, Query(description="the user (implied by a user key)")]
 
 
-@router.post("/search", response_model=SearchResult)
+@router.post("/search", response_model=SearchResult, responses=error_responses(*BODY_ERRORS, *LLM_ERRORS))
 def search(body: SearchRequest, mem: MemoryDep, key: KeyDep) -> SearchResult:
     """``Memory.search``: hits with their sources, the plan, timings."""
     return mem.search(body.query, scope_user(key, body.user_id), limit=body.limit, filters=body.filters,
@@ -26,7 +27,7 @@ def search(body: SearchRequest, mem: MemoryDep, key: KeyDep) -> SearchResult:
                       expand=body.expand)
 
 
-@router.post("/answer", response_model=Answer)
+@router.post("/answer", response_model=Answer, responses=error_responses(*BODY_ERRORS, *LLM_ERRORS))
 def answer(body: AnswerRequest, mem: MemoryDep, key: KeyDep) -> Answer:
     """``Memory.answer``: an answer from this user's memories (needs an LLM: 503 without one)."""
     return mem.answer(body.query, scope_user(key, body.user_id), limit=body.limit, mode=body.mode,
@@ -43,13 +44,13 @@ def _jobs(request: Request) -> SleepJobs:
     return request.app.state.sleep_jobs  # type: ignore[no-any-return]
 
 
-@router.post("/sleep", response_model=SleepJob, status_code=202)
+@router.post("/sleep", response_model=SleepJob, status_code=202, responses=error_responses(409, *BODY_ERRORS))
 def sleep(body: UserRequest, request: Request, key: KeyDep) -> SleepJob:
     """Start ``Memory.sleep`` as a background job (409 while one of the same user runs)."""
     return _jobs(request).start(scope_user_or_all(key, body.user_id))
 
 
-@router.get("/sleep/{job_id}", response_model=SleepJob)
+@router.get("/sleep/{job_id}", response_model=SleepJob, responses=error_responses(404))
 def sleep_status(job_id: str, request: Request, key: KeyDep, user_id: UserQuery = None) -> SleepJob:
     """A sleep job's state, and its report once done."""
     scope = scope_user_or_all(key, user_id)

@@ -5,7 +5,8 @@
 
 1. *Resolve* each unit node: the live or dropped node with the same normalised text (same id), else
    the best live node of the same type that ``similar(text)`` returns with cosine
-   ``>= merge_cosine`` — a merge — else a new node (``confidence = initial``, ``evidence = 0``).
+   ``>= merge_cosine`` and whose every word the unit's text holds (``says_all``) — a merge — else a
+   new node (``confidence = initial``, ``evidence = 0``).
 2. *Support*: every (node or edge, memory) pair not linked before adds one evidence link and
    ``evidence += 1``, and raises confidence ``c <- c + (1 - c) * reinforce``. A memory supports a
    node once, however many cycles re-deliver it (a retrieval-reactivated item refreshes its nodes —
@@ -32,6 +33,7 @@ Confidences are rounded to 9 decimals, so that a value computed to sit exactly a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -48,10 +50,12 @@ from ._graph import (
     edge_ends,
     edge_id,
     node_id,
+    normalise,
 )
 from ._units import KnowledgeUnit, UnitNode
 
 Similar = Callable[[str], Sequence[tuple[str, float]]]
+_WORDS = re.compile(r"\w+")
 
 
 class ConsolidationThresholds(BaseModel):
@@ -106,7 +110,8 @@ class _Cycle:
         hits = [(h, c) for h, c in similar(node.text) if h in self.nodes and self.nodes[h].live]
         hits.sort(key=lambda hc: (-hc[1], hc[0]))
         for h, c in hits:
-            if c >= self.th.merge_cosine and self.nodes[h].type == node.type:
+            old = self.nodes[h]
+            if c >= self.th.merge_cosine and old.type == node.type and says_all(node.text, old.text):
                 self.merged += 1
                 return h, None
         self.nodes[nid] = GraphNode(id=nid, type=node.type, text=node.text, evidence=0,
@@ -139,6 +144,18 @@ def consolidate(batch_units: Sequence[KnowledgeUnit], graph_view: GraphView, *, 
     delta.add_links = cycle.add_links
     delta.merged = cycle.merged
     return delta
+
+
+def says_all(unit_text: str, node_text: str) -> bool:
+    """Whether every word of ``node_text`` is a word of ``unit_text`` (plural "-s" aside): only then
+    may a unit support an existing node by similarity. A memory never lends its support to words it
+    did not say, so a node's supporters all said its text (k-anonymity of the shared graph,
+    ``_visibility``, counts them)."""
+    return _word_set(node_text) <= _word_set(unit_text)
+
+
+def _word_set(text: str) -> set[str]:
+    return {normalise(w) for w in _WORDS.findall(text.lower())}
 
 
 def _apply_unit(cycle: _Cycle, unit: KnowledgeUnit, similar: Similar) -> None:

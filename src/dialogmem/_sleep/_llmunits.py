@@ -23,6 +23,7 @@ from .._types import MemoryRecord
 from ._consolidate import node_type_of
 from ._deid import Deidentifier
 from ._graph import EDGE_TYPES, EdgeType, NodeType, normalise
+from ._sensitive import drop_sensitive_sentences
 from ._units import KnowledgeUnit, RuleUnitExtractor, UnitEdge, UnitNode, usable_node_text
 
 STAGE = "consolidate"
@@ -102,7 +103,8 @@ class LLMUnitExtractor:
 
     def _ask(self, chunk: list[MemoryRecord], subject_key: Callable[[str], str],
              existing: Sequence[str]) -> list[KnowledgeUnit]:
-        texts = [self._deid(r.memory) or "(nothing general)" for r in chunk]
+        # sensitive sentences never reach the model, so it cannot copy a secret into a node text
+        texts = [drop_sensitive_sentences(self._deid(r.memory) or "") or "(nothing general)" for r in chunk]
         answer = self._llm.complete_json(render_consolidation_messages(texts, existing), ConsolidationOutput,
                                          stage=STAGE, max_tokens=self._max_tokens)
         units: list[KnowledgeUnit] = []

@@ -84,8 +84,8 @@ def utility(record: MemoryRecord, now: float, *, redundancy: float, weights: Uti
     """The utility of ``record`` (higher is kept longer). ``now``: wall clock (for last access);
     ``dialogue_now``: newest ``float_time_stamp`` of the user's items (defaults to the record's own,
     i.e. full recency); ``redundancy``: the largest cosine to another kept item."""
-    return base_utility(record, now, weights=weights, dialogue_now=dialogue_now) - redundancy_penalty(
-        redundancy, weights)
+    return float(base_utility(record, now, weights=weights, dialogue_now=dialogue_now)
+                 - redundancy_penalty(redundancy, weights))
 
 
 def base_utility(record: MemoryRecord, now: float, *, weights: UtilityWeights,

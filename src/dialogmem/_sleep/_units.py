@@ -39,6 +39,7 @@ from .._text import entities, is_filler, memory_keywords
 from .._types import MemoryRecord
 from ._deid import PLACEHOLDER_WORDS, Deidentifier
 from ._graph import EdgeType, NodeType, normalise
+from ._sensitive import drop_sensitive_sentences, sensitive_reason
 
 _SPEAKER = re.compile(r"^[^:\n]{1,40}:\s")
 _DATE_NOTE = re.compile(r"\([^()\n]{0,60}\d{4}[^()\n]{0,60}\)")
@@ -121,7 +122,9 @@ class RuleUnitExtractor:
         line = _DATE_NOTE.sub(" ", _SPEAKER.sub("", line.strip(), count=1))
         if not line.strip() or is_filler(line):
             return None
-        return self._deid(line)
+        clean = self._deid(line)  # contacts first: a phone number goes, the rest of its sentence stays
+        # then no secret, id number, health condition or amount: the whole sentence goes
+        return (drop_sensitive_sentences(clean) or None) if clean else None
 
     def _select(self, sentences: list[_Sentence]) -> tuple[list[UnitNode], list[UnitEdge]]:
         ranked: dict[str, UnitNode] = {}
@@ -159,9 +162,12 @@ def _single_common_noun(node: UnitNode) -> bool:
 
 
 def usable_node_text(text: str, deid: Deidentifier) -> bool:
-    """A node text with a content word, no placeholder, and unchanged by de-identification."""
+    """A node text with a content word, no placeholder, no sensitive value (``_sensitive``), and
+    unchanged by de-identification."""
     words = [w.lower() for w in _WORD.findall(text)]
     if not words or any(w in PLACEHOLDER_WORDS for w in words) or normalise(text) in _GENERIC:
+        return False
+    if sensitive_reason(text) is not None:
         return False
     if not any(memory_keywords(w, 1) for w in words):
         return False

@@ -109,6 +109,10 @@ class VectorIndex(Protocol):
                    ) -> tuple[list[tuple[MemoryRecord, np.ndarray | None]], str | None]:
         """One page of every user's points ordered by id (maintenance only)."""
 
+    def check_room(self, points: int = 0) -> None:
+        """Raise ``DiskFullError`` when the index cannot take ``points`` more points (0: a delete),
+        so a change is refused before it is journaled."""
+
     def flush(self) -> None:
         """Make everything written so far durable."""
 

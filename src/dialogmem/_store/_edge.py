@@ -7,9 +7,10 @@ from pathlib import Path
 
 import qdrant_edge as q
 
-from .._errors import StoreError
+from .._errors import DiskFullError, StoreError
 from ._filters import FilterSpec, SearchSpec, translate
 from ._payload import DENSE, FLOAT_FIELDS, KEYWORD_FIELDS, RRF_K, SPARSE, backend_errors
+from ._room import MIB, DiskRoom, point_bytes
 from ._scoped import Hit, ScopedIndex, Scored
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,8 @@ _CONFIG_FILE = "edge_config.json"
 #: memories / 10^3 users on 2 cores, hybrid retrieve p95 1.7-1.8 ms with one thread against
 #: 2.1-2.9 ms with the default, and Memory.search p95 7.6-8.3 against 9.5 ms.
 SEARCH_THREADS = 1
+#: MiB kept free beside what the index may claim (``store.min_free_mb``)
+MIN_FREE_MB = 16
 
 
 class EdgeIndex(ScopedIndex):
@@ -29,16 +32,21 @@ class EdgeIndex(ScopedIndex):
 
     An existing shard is loaded (its data is never touched); a missing one is created. Upserts
     are visible to queries at once and logged to the shard's WAL; ``flush`` persists segments.
+    Opening and every change first check the room on disk (``_room``): when the file system cannot
+    hold what the shard's memory-mapped files may claim, ``DiskFullError`` is raised instead.
     """
 
     _label = "edge index"
 
     def __init__(self, path: Path, *, dim: int = 384, indexing_threshold_kb: int | None = None,
-                 search_threads: int = SEARCH_THREADS) -> None:
+                 search_threads: int = SEARCH_THREADS, min_free_mb: int = MIN_FREE_MB) -> None:
         super().__init__(dim=dim)
         self.path = Path(path)
+        self._room = DiskRoom(self.path, reserve=min_free_mb * MIB, label=self._label)
         config = _edge_config(dim, indexing_threshold_kb, search_threads)
         existing = (self.path / _CONFIG_FILE).exists() or (self.path / "segments").exists()
+        # loading touches every page of the payload and vector files (on tmpfs that allocates them)
+        self._room.check("open", opening_new=not existing)
         with backend_errors(f"opening the edge index at {self.path}"):
             if existing:
                 # Passing the config makes the shard check that vectors match what it holds.
@@ -62,6 +70,7 @@ class EdgeIndex(ScopedIndex):
     def optimize(self) -> bool:
         """Build HNSW/merge segments now (blocking). True if anything changed."""
         with self._io("optimize"):
+            self._room.check("optimize", _occupied(self.path / "segments"))  # segments are rewritten
             return self._shard.optimize()
 
     def info(self) -> q.ShardInfo:
@@ -104,14 +113,27 @@ class EdgeIndex(ScopedIndex):
             answers = self._shard.query_batch(q.QueryBatchRequest(requests))
         return [[(str(p.id), p.payload, p.score) for p in points] for points in answers]
 
+    def _make_room(self, operation: str, points: int, *, keep_reserve: bool = False) -> None:
+        self._room.check(operation, points * point_bytes(self.dim), keep_reserve=keep_reserve)
+
     def _flush(self) -> None:
         self._shard.flush()
 
     def _close(self) -> None:
         try:
-            self._shard.flush()
+            try:
+                self._make_room("close", 0)
+            except DiskFullError as exc:  # nothing is lost: the WAL holds every change, replayed at load
+                log.warning("closing %s without flushing its segments: %s", self.path, exc)
+            else:
+                self._shard.flush()
         finally:
             self._shard.close()
+
+
+def _occupied(path: Path) -> int:
+    """Bytes the files under ``path`` occupy on disk."""
+    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
 
 
 def _edge_config(dim: int, indexing_threshold_kb: int | None, search_threads: int) -> q.EdgeConfig:

@@ -46,7 +46,7 @@ class ReadOnlyIndex:
     def _refuse(*_: object, **__: object) -> None:
         raise StoreError("this store is open read-only")
 
-    upsert = set_payload = delete = delete_user = _refuse
+    upsert = set_payload = delete = delete_user = check_room = _refuse
 
     def retrieve(self, ids: Sequence[str], user_id: str, *, with_vectors: bool = False
                  ) -> list[tuple[MemoryRecord, np.ndarray | None]]:

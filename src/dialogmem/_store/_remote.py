@@ -111,6 +111,10 @@ class RemoteIndex(ScopedIndex):
         answers = self._client.query_batch_points(self.collection, requests=requests)
         return [[(str(p.id), p.payload, p.score) for p in answer.points] for answer in answers]
 
+    def _make_room(self, operation: str, points: int, *, keep_reserve: bool = False) -> None:
+        # The server keeps its own disk: a full one answers an error (StoreError) instead of a crash here.
+        return None
+
     def _flush(self) -> None:
         # Every write above waits for the server's acknowledgement; durability is the server's.
         return None
@@ -125,7 +129,7 @@ def _sparse(vector: qdrant_edge.SparseVector) -> m.SparseVector:
 
 def _request(spec: SearchSpec) -> m.QueryRequest:
     flt = _filter(spec.filter)
-    if spec.hybrid:
+    if spec.hybrid and spec.sparse is not None:
         prefetch = [
             m.Prefetch(query=spec.dense, using=DENSE, limit=spec.prefetch_limit, filter=flt),
             m.Prefetch(query=_sparse(spec.sparse), using=SPARSE, limit=spec.prefetch_limit,

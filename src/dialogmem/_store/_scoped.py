@@ -65,6 +65,7 @@ class ScopedIndex(ABC):
                          to_payload(p.record)))
         if rows:
             with self._io("upsert"):
+                self._make_room("upsert", len(rows))
                 self._upsert(rows)
 
     def set_payload(self, id: str, user_id: str, fields: dict) -> bool:
@@ -77,6 +78,7 @@ class ScopedIndex(ABC):
         payload = {k: v for k, v in to_payload(record).items() if k in fields}
         sparse = self._bm25.document(record) if changes_text(fields) else None
         with self._io("set_payload"):
+            self._make_room("set_payload", 1)
             self._set_payload(record.id, scope(user_id, ids=[record.id]), payload, sparse)
         return True
 
@@ -90,6 +92,7 @@ class ScopedIndex(ABC):
         with self._io(operation):
             n = self._count(spec)
             if n:
+                self._make_room(operation, 0)
                 self._delete(spec)
         return n
 
@@ -197,7 +200,18 @@ class ScopedIndex(ABC):
 
     def flush(self) -> None:
         with self._io("flush"):
+            self._make_room("flush", 0)
             self._flush()
+
+    def check_room(self, points: int = 0) -> None:
+        """Raise ``DiskFullError`` when the index has no room for ``points`` more points (or, with
+        0, for a delete or a flush) with the reserve kept; called before a change is journaled."""
+        with self._io("check_room"):
+            self._make_room("check_room", points, keep_reserve=True)
+
+    @abstractmethod
+    def _make_room(self, operation: str, points: int, *, keep_reserve: bool = False) -> None:
+        """Refuse ``operation`` (``DiskFullError``) when the disk cannot hold it."""
 
     def close(self) -> None:
         if self._closed:

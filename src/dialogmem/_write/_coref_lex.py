@@ -162,7 +162,7 @@ def _noun_phrases(clean: str, pattern: re.Pattern[str], kind: CandidateKind, spe
 
 def _predicative(clean: str, at: int) -> bool:
     said = _PREDICATE.search(clean[max(0, at - 30):at])
-    return bool(said) and said.group("subject").lower() not in _POINTING  # "this is my father"
+    return said is not None and said.group("subject").lower() not in _POINTING  # "this is my father"
 
 
 def _name_spans(clean: str) -> list[tuple[str, int, int]]:

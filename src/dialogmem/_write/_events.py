@@ -17,6 +17,7 @@ fallback for stage ``event_write``; a unit of filler only gets no call.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from pydantic import BaseModel
 
@@ -87,7 +88,7 @@ class LLMEventWriter:
         for unit in event_units(batch, previous, max_turns=self.max_turns, overlap=self.overlap):
             if all(is_filler(t.content()) for t in unit):
                 continue
-            out.extend(with_fallback(self._llm, STAGE, lambda unit=unit: self._summary(unit), list,
+            out.extend(with_fallback(self._llm, STAGE, partial(self._summary, unit), list,
                                      what=f"{len(unit)} turns"))
         return out
 

@@ -120,18 +120,21 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
     threshold = settings.stm_threshold
     if threshold is None:
         threshold = 512 if batched else 0
+    turn_writer, llm_writes_turns = _turn_writer(settings, llm)
     return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder,
                        BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context,
-                       synthesis=_synthesis(settings, llm), events=events, **_turn_writer(settings, llm))
+                       synthesis=_synthesis(settings, llm), events=events, turn_writer=turn_writer,
+                       llm_writes_turns=llm_writes_turns)
 
 
-def _turn_writer(settings: WriteSettings, llm: LLMClient) -> dict[str, object]:
+def _turn_writer(settings: WriteSettings, llm: LLMClient) -> tuple[TurnWriter | None, bool]:
+    """The per-turn writer (``write.mode = "turn"``) and whether an LLM writes the items."""
     if settings.mode != "turn":
-        return {}
+        return None, False
     rules = RuleTurnWriter(context_turns=settings.context_turns)
     if use_llm("write.turn_writer", settings.turn_writer, llm):
-        return {"turn_writer": LLMTurnWriter(llm, fallback=rules), "llm_writes_turns": True}
-    return {"turn_writer": rules}
+        return LLMTurnWriter(llm, fallback=rules), True
+    return rules, False
 
 
 def _synthesis(settings: WriteSettings, llm: LLMClient) -> Synthesis | None:

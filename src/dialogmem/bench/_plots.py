@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
+from ._report_retrieval import OVERALL, primary_metric
 
 _INSTALL = "the benchmark plots need matplotlib: pip install 'dialogmem[bench]'"
 
@@ -46,8 +47,6 @@ def plot_recall_vs_tokens(results: dict[str, Any], path: Path) -> Path | None:
 
 def _plot_curves(results: dict[str, Any], path: Path, x_of: Callable[[dict[str, Any]], list[float]],
                  xlabel: str, title: str, *, xticks: list[int] | None = None) -> Path | None:
-    from ._report import OVERALL, primary_metric
-
     metric = primary_metric(results)
     ks = results["run"]["ks"]
     curves = {}

@@ -168,10 +168,6 @@ def write_report(results: dict[str, Any], out: Path) -> dict[str, Path]:
     return paths
 
 
-def primary_metric(results: dict[str, Any]) -> str:
-    return "evidence" if results["run"]["dataset"] == "locomo" else "session_all"
-
-
 def primary_k(ks: Sequence[int]) -> int:
     """The k the per-category tables show: 10 when measured, else the largest k."""
     return 10 if 10 in ks else max(ks)

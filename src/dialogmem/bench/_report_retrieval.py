@@ -128,3 +128,7 @@ def budget_sections(results: dict[str, Any], cols: list[str]) -> list[str]:
     lines += table(["system", "budget", "searches", "hits kept (mean)", "context tokens (mean)",
                     "ended at budget", "system ran out of hits", "ended at fetch limit"], rows)
     return lines
+
+
+def primary_metric(results: dict[str, Any]) -> str:
+    return "evidence" if results["run"]["dataset"] == "locomo" else "session_all"
