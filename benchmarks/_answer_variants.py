@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+import _answer_prompt_v1 as v1
+from _answer_prompt_v1 import AnswerOutput
 from pydantic import BaseModel, Field
 
 from dialogmem._errors import DialogmemError
 from dialogmem._models import LLMClient
-from dialogmem._prompts import answer as v1
 from dialogmem._prompts import answer_v2 as v2
-from dialogmem._read._answer import AnswerOutput
 from dialogmem.bench._systems import count_tokens
 
 Mode = Literal["json_v1", "short", "cite_call", "inline_cite"]

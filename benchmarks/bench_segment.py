@@ -33,9 +33,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from dialogmem._text._tokens import count_tokens
 from dialogmem._write._compress import make_compressor
 from dialogmem._write._segment import Segmenter, make_segmenter
-from dialogmem._write._tokens import count_tokens
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo10_dev.json")
 

@@ -34,7 +34,7 @@ import httpx
 import numpy as np
 
 from dialogmem._journal import SQLiteJournal as Journal
-from dialogmem._maintenance import StorePaths
+from dialogmem._sync._maintenance import StorePaths
 
 THINGS = ["a pottery class", "the camping trip", "her new job", "a charity run", "the book club",
           "a road trip to Ohio", "the adoption agency", "a violin lesson", "the family dinner",

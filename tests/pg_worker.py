@@ -1,4 +1,4 @@
-"""One stateless node for tests/test_postgres_store.py: a separate process that opens the store
+"""One stateless node for tests/storage/test_postgres_store.py: a separate process that opens the store
 (PostgreSQL journal + its own in-process Qdrant index), adds turns for users that other workers
 write too, flushes now and then, and reports the turn ids it was told were accepted and the batches
 it extracted. With ``hang_marker`` it flushes the first user and hangs inside the extraction (to be

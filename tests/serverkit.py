@@ -14,8 +14,8 @@ import uvicorn
 
 from dialogmem import Memory, ScriptedLLM
 from dialogmem._journal import SQLiteJournal as Journal
-from dialogmem._maintenance import StorePaths
 from dialogmem._settings import ServerSettings
+from dialogmem._sync._maintenance import StorePaths
 
 #: LLM-backed roles off, so the scripted fake answers the ``answer`` stage only
 RULES_ONLY: dict[str, Any] = {"write": {"extractor": "rules", "segmenter": "none"}, "sleep": {"updater": "rules"}}

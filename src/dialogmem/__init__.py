@@ -4,9 +4,7 @@ Offline by default (local embeddings, embedded Qdrant Edge, SQLite journal); bet
 (any OpenAI-compatible endpoint or a local GGUF).
 """
 
-from ._async import AsyncMemory
 from ._config import Config, EmbedderConfig, LLMConfig, StoreConfig
-from ._consolidation import ConsolidationReport
 from ._errors import (
     ConfigError,
     DialogmemError,
@@ -20,14 +18,16 @@ from ._errors import (
     SchemaVersionError,
     StoreError,
 )
-from ._memory import Memory
+from ._facade._async import AsyncMemory
+from ._facade._memory import Memory
+from ._graph import GraphEdge, GraphNode, LTMGraph
 from ._models import Embedder, LLMClient, ScriptedLLM
 from ._read import Answer
-from ._repair import RepairReport
 from ._settings import ReadSettings, SleepSettings, WriteSettings
-from ._sleep._graph import GraphEdge, GraphNode, LTMGraph
-from ._sleeptime import SleepReport
+from ._sleep._consolidator import ConsolidationReport
+from ._sleep._updater import SleepReport
 from ._store import IndexFilter, VectorIndex
+from ._sync._repair import RepairReport
 from ._types import (
     AddResult,
     Event,

@@ -2,7 +2,7 @@
 
 Every writer of the store — ``add`` and ``flush``, ``update`` and ``delete``, sleep-time update,
 eviction, consolidation, imports — describes its work as one ``ChangeSet``. The change writer
-(``_writer.ChangeWriter``) performs it: it embeds what has no vector yet, commits the whole set to
+(``_sync._writer.ChangeWriter``) performs it: it embeds what has no vector yet, commits the whole set to
 the journal in one transaction (turns, memory rows, history, sleep queue, turn status), then
 applies it to the vector index. The journal is the source of truth; the index is derived from it.
 """
@@ -17,7 +17,7 @@ import numpy as np
 from ._types import Event, MemoryRecord, Turn
 
 if TYPE_CHECKING:
-    from ._sleep._graph import GraphDelta
+    from ._graph import GraphDelta
 
 RemovalStatus = Literal["deleted", "evicted"]
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ._text._render import render_hits
+from ._text._tokens import count_tokens
 
 Tier = Literal["mtm", "ltm"]
 Level = Literal["L1", "L2"]
@@ -137,9 +140,7 @@ class SearchHit(BaseModel):
 
 def render_context(hits: Sequence[SearchHit]) -> str:
     """The reader's context for hits: one time header per distinct time, oldest first, and every
-    line of the memories shown once (``_read._render.render_hits``)."""
-    from ._read._render import render_hits  # the read path owns the rendering
-
+    line of the memories shown once (``_text._render.render_hits``)."""
     return render_hits(hits)
 
 
@@ -176,14 +177,12 @@ class SearchResult(BaseModel):
     @property
     def context_tokens(self) -> int:
         """Size of :meth:`context` in the project's token count."""
-        from ._write._tokens import count_tokens  # the write path owns token counting
-
         return count_tokens(self.context())
 
     def __len__(self) -> int:
         return len(self.hits)
 
-    def __iter__(self):  # type: ignore[override]
+    def __iter__(self) -> Iterator[SearchHit]:  # type: ignore[override]  # iterates hits, not pydantic fields
         return iter(self.hits)
 
     def __getitem__(self, i: int) -> SearchHit:

@@ -16,9 +16,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ._config import Config
-from ._conversation import read_conversation, sample_path
 from ._errors import DialogmemError
-from ._memory import Memory
+from ._facade._conversation import read_conversation, sample_path
+from ._facade._memory import Memory
+from ._server._cli import fail, keys_app, mcp, serve
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Long-term memory for LLM agents: add conversations, search, manage memories.")
@@ -29,11 +30,6 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="dialogme
 DataOpt = Annotated[Path | None, typer.Option("--data-dir", help="store directory (default: platformdirs)")]
 UserOpt = Annotated[str, typer.Option("--user", "-u", help="user id (the scope)")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"Error: {' '.join(message.split())}", err=True)  # one line, never wrapped
-    return typer.Exit(1)
 
 
 def _load(config: Path | None, data_dir: Path | None, **overrides: Any) -> Config:
@@ -50,7 +46,7 @@ def _memory(config: Path | None, data_dir: Path | None, *, read_only: bool = Fal
         with Memory(_load(config, data_dir, **overrides)) as mem:
             yield mem
     except DialogmemError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 def _run(config: Path | None, data_dir: Path | None, call: Callable[[Memory], T], *,
@@ -59,7 +55,7 @@ def _run(config: Path | None, data_dir: Path | None, call: Callable[[Memory], T]
         try:
             return call(mem)
         except DialogmemError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
 
 
 def _print_json(data: Any) -> None:
@@ -141,7 +137,7 @@ def forget_user(user: UserOpt, yes: Annotated[bool, typer.Option("--yes", help="
                 config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
     """Remove every memory, vector and journal row of a user."""
     if not yes and not typer.confirm(f"Forget everything about {user!r}?", default=False):
-        raise _fail("not confirmed (pass --yes)")
+        raise fail("not confirmed (pass --yes)")
     counts = _run(config, data_dir, lambda m: m.forget_user(user))
     typer.echo(f"forgot {user}: {counts['memories']} memories, {counts['turns']} turns")
 
@@ -182,7 +178,7 @@ def graph(user: Annotated[str | None, typer.Option("--user", "-u", help="what th
     """Print the shared LTM knowledge graph (or write it as JSON or GraphML). Without --user it shows
     what every user may see (supported by at least sleep.ltm_min_users users)."""
     if fmt not in ("table", "json", "graphml"):
-        raise _fail(f"--format must be table, json or graphml, not {fmt!r}")
+        raise fail(f"--format must be table, json or graphml, not {fmt!r}")
     if audit:
         _graph_audit(config, data_dir, read_only, fmt=fmt, out=out, other=user is not None or query is not None)
         return
@@ -208,9 +204,9 @@ def graph(user: Annotated[str | None, typer.Option("--user", "-u", help="what th
 def _graph_audit(config: Path | None, data_dir: Path | None, read_only: bool, *, fmt: str, out: Path | None,
                  other: bool) -> None:
     if other:
-        raise _fail("--audit lists the whole graph: it takes no --user or --query")
+        raise fail("--audit lists the whole graph: it takes no --user or --query")
     if fmt == "graphml":
-        raise _fail("--audit writes a table or JSON, not graphml")
+        raise fail("--audit writes a table or JSON, not graphml")
     report = _run(config, data_dir, lambda m: m.graph_audit(), read_only=read_only)
     if fmt == "json" or out is not None:
         text = report.model_dump_json(indent=2)
@@ -244,7 +240,7 @@ def repair(config: ConfigOpt = None, data_dir: DataOpt = None,
     try:
         report = Memory.repair(_load(config, data_dir), from_index=from_index)
     except DialogmemError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _print_json(report.model_dump())
 
 
@@ -300,15 +296,9 @@ def demo(user: Annotated[str, typer.Option("--user", "-u")] = "demo-user",
     _run(config, data_dir, run)
 
 
-def _mount_server() -> None:
-    from ._server._cli import keys_app, mcp, serve
-
-    app.add_typer(keys_app, name="keys")
-    app.command("serve")(serve)
-    app.command("mcp")(mcp)
-
-
-_mount_server()
+app.add_typer(keys_app, name="keys")  # the server's commands (their packages load only when they run)
+app.command("serve")(serve)
+app.command("mcp")(mcp)
 
 
 def _mount_bench() -> None:
@@ -320,7 +310,7 @@ def _mount_bench() -> None:
         @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
         def bench() -> None:
             """Benchmarks (needs: pip install 'dialogmem[bench]')."""
-            raise _fail(f"benchmarks need the bench extra: pip install 'dialogmem[bench]' ({missing})")
+            raise fail(f"benchmarks need the bench extra: pip install 'dialogmem[bench]' ({missing})")
     else:
         app.add_typer(bench_app, name="bench", help="LoCoMo / LongMemEval benchmarks")
 

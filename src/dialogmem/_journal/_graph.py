@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._changes import GraphCommit
-from .._sleep._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
+from .._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
 from .._types import MemoryRecord
 from ._memories import _marks
 
@@ -33,10 +33,15 @@ _EDGE_COLS = "id, type, source, target, evidence, confidence, created_at, update
 class GraphRows:
     """Mixin: needs ``_tx()`` and ``_query()`` of the journal."""
 
-    def _tx(self) -> AbstractContextManager[sqlite3.Connection]: ...  # provided by the journal
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]: ...
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError  # provided by the journal
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        raise NotImplementedError  # provided by the journal
+
     @staticmethod
-    def _unqueue_for_ltm(db: sqlite3.Connection, pairs: Sequence[tuple[str, str]]) -> None: ...  # LTMQueueRows
+    def _unqueue_for_ltm(db: sqlite3.Connection, pairs: Sequence[tuple[str, str]]) -> None:
+        raise NotImplementedError  # provided by LTMQueueRows (before this mixin in the journal's MRO)
 
     # -- writes -----------------------------------------------------------------------------
     def _apply_graph(self, db: sqlite3.Connection, graph: GraphCommit) -> None:

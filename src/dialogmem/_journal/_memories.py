@@ -40,16 +40,27 @@ class MemoryRows:
         raise NotImplementedError  # provided by the journal
 
     @staticmethod
-    def _insert_turns(db: sqlite3.Connection, turns: Sequence[Turn], now: float) -> None: ...
+    def _insert_turns(db: sqlite3.Connection, turns: Sequence[Turn], now: float) -> None:
+        raise NotImplementedError  # provided by the journal
+
     @staticmethod
-    def _insert_history(db: sqlite3.Connection, user_id: str, e: HistoryEntry) -> None: ...
+    def _insert_history(db: sqlite3.Connection, user_id: str, e: HistoryEntry) -> None:
+        raise NotImplementedError  # provided by the journal
+
     @staticmethod
-    def _add_usage(db: sqlite3.Connection, deltas: Mapping[tuple[str, str], StageUsage]) -> None: ...
-    def _apply_graph(self, db: sqlite3.Connection, graph: GraphCommit) -> None: ...  # by GraphRows (first in the MRO)
+    def _add_usage(db: sqlite3.Connection, deltas: Mapping[tuple[str, str], StageUsage]) -> None:
+        raise NotImplementedError  # provided by the journal
+
+    def _apply_graph(self, db: sqlite3.Connection, graph: GraphCommit) -> None:
+        raise NotImplementedError  # provided by the journal (by GraphRows, first in the MRO)
+
     @staticmethod
-    def _queue_for_ltm(db: sqlite3.Connection, user_id: str, memory_id: str) -> None: ...  # by LTMQueueRows
+    def _queue_for_ltm(db: sqlite3.Connection, user_id: str, memory_id: str) -> None:
+        raise NotImplementedError  # provided by the journal (by LTMQueueRows)
+
     @staticmethod
-    def _unqueue_for_ltm(db: sqlite3.Connection, pairs: Sequence[tuple[str, str]]) -> None: ...
+    def _unqueue_for_ltm(db: sqlite3.Connection, pairs: Sequence[tuple[str, str]]) -> None:
+        raise NotImplementedError  # provided by the journal (by LTMQueueRows)
 
     # -- the one commit ---------------------------------------------------------------------
     def commit(self, cs: ChangeSet, vectors: Mapping[str, np.ndarray], *,

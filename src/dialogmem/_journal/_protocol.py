@@ -15,7 +15,7 @@ import numpy as np
 
 from .._apikeys import ApiKey, Role
 from .._changes import ChangeSet, GraphCommit
-from .._sleep._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
+from .._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
 from .._types import HistoryEntry, MemoryRecord, QuarantinedTurn, Turn
 from .._usage import StageUsage
 from ._schema import IndexState, TurnStatus

@@ -219,7 +219,8 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
         return [r[0] for r in self._query("SELECT DISTINCT user_id FROM turns WHERE processed=0")]
 
     def count_turns(self, user_id: str | None = None, status: TurnStatus | None = None) -> int:
-        sql, params = "SELECT COUNT(*) FROM turns WHERE 1=1", []
+        sql = "SELECT COUNT(*) FROM turns WHERE 1=1"
+        params: list[object] = []
         if user_id is not None:
             sql, params = sql + " AND user_id=?", [user_id]
         if status is not None:

@@ -46,13 +46,13 @@ def make_llm(cfg: LLMConfig, usage: UsageTracker | None = None) -> LLMClient:
 
 def concrete_quantize(cfg: EmbedderConfig) -> Quantize:
     """``cfg.quantize`` for an embedder without a store to follow: ``"auto"`` is fp32 there (a store
-    resolves it first, see ``_embedder_check.resolve_embedder``)."""
+    resolves it first, see ``_sync._embedder_check.resolve_embedder``)."""
     return "none" if cfg.quantize == "auto" else cfg.quantize
 
 
 def embedder_identity(cfg: EmbedderConfig) -> str:
     """Which vectors ``cfg``'s embedder makes: stores record it, so that vectors of two different
-    embedders are never compared (see ``_open``)."""
+    embedders are never compared (see ``_facade._open``)."""
     if cfg.backend == "local":
         return local_identity(concrete_quantize(cfg))
     return openai_identity(str(cfg.model), cfg.dim)

@@ -8,7 +8,7 @@ cosine to the fp32 vectors 0.991 with it, 0.963 per-tensor without). The file is
 next to the fp32 graph it is made from, and the quantiser is deterministic (same bytes each time).
 
 Quantised vectors are close to the fp32 ones but not equal, so a store records which of the two
-embedded its memories (:func:`embedder_identity`) and refuses the other (see ``_open``).
+embedded its memories (:func:`embedder_identity`) and refuses the other (see ``_facade._open``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the JSON grammar. This version asks for plain text:
 * every context line starts with its date written the way people write it ("20 January 2023"), and
   ISO dates inside a memory ("yesterday (2023-01-19)", added at write time) are rewritten the same
   way, so the model has only one date style to copy; week-grained phrases are re-said from the day
-  they were said ("the week before 9 June 2023", version 3, ``_timenorm.anchored``);
+  they were said ("the week before 9 June 2023", version 3, ``_text._timenorm.anchored``);
 * the reply is a short phrase, not a sentence; relative times are resolved against the date of the
   line that contains them;
 * memory contexts come as excerpts (version 4): runs of neighbouring turns, the date once at the head
@@ -32,7 +32,7 @@ from datetime import date, datetime
 
 from pydantic import BaseModel, Field
 
-from .._timenorm import anchored
+from .._text._timenorm import anchored
 
 VERSION = "answer-v4"
 

@@ -1,6 +1,6 @@
 """The read path: retrieval planning, two-stage retrieval (2K → K) and answering."""
 
-from ._answer import Answer, AnswerOutput
+from ._answer import Answer
 from ._factory import make_planner, make_selector
 from ._pipeline import ReadPipeline, ReadResult, context_tokens, describe_plan, render_context, to_hit
 from ._plan import (
@@ -20,7 +20,6 @@ from ._temporal import TimeWindow, parse_time_window
 
 __all__ = [
     "Answer",
-    "AnswerOutput",
     "Candidate",
     "HypotheticalQuery",
     "LLMPlanner",

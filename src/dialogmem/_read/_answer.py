@@ -1,6 +1,5 @@
-"""What ``Memory.answer`` returns (``Answer``), and the JSON reply of version 1 of the answer prompt
-(``AnswerOutput``, ``_prompts/answer.py``), which ``benchmarks/bench_answer_prompts.py`` keeps as its
-measured variant P0.
+"""What ``Memory.answer`` returns (``Answer``). (Version 1 of the answer prompt and its JSON reply live
+on in ``benchmarks/_answer_prompt_v1.py``, the measured variant P0 of ``bench_answer_prompts.py``.)
 
 ``Memory.answer`` runs ``_hymem.HyMemAnswerer`` (plain cited short answers, light → deep). There is no
 LLM-free answerer: without a model ``answer`` raises ``LLMUnavailableError`` naming the setting to
@@ -12,13 +11,6 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field
-
-
-class AnswerOutput(BaseModel):
-    """The JSON the answering LLM must produce."""
-
-    answer: str
-    used_ids: list[int] = Field(default_factory=list)
 
 
 class Answer(BaseModel):

@@ -35,11 +35,11 @@ from .._prompts import answer_v2 as gen_prompt
 from .._prompts import hymem as deep_prompt
 from .._prompts.answer_v2 import CitedAnswer
 from .._settings import AnswerSettings
+from .._text._render import shown_lines, shown_text
+from .._text._tokens import count_tokens
 from .._types import SearchHit, Turn
-from .._write._tokens import count_tokens
 from . import _hymem_steps as steps
 from ._answer import Answer
-from ._render import shown_lines, shown_text
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import TypeVar
 
 from .._prompts.answer_v2 import CitedAnswer, ContextLine, is_abstention
-from .._text import content_tokens
+from .._text._render import ShownLine
+from .._text._words import content_tokens
 from .._types import SearchHit, Turn
-from ._render import ShownLine
 
 T = TypeVar("T")
 

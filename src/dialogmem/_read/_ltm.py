@@ -26,12 +26,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from .._graph import GraphEdge, GraphNode, node_id
 from .._journal import Journal
 from .._models._embed_base import Embedder
-from .._sleep._graph import GraphEdge, GraphNode, node_id
 from .._sleep._visibility import Visibility, supports
 from .._store import LTM_SCOPE, IndexFilter, VectorIndex
-from .._text import query_keywords, tokens
+from .._text._words import query_keywords, tokens
 from .._types import MemoryRecord, SearchHit
 from ._plan import QueryPlan
 
@@ -76,7 +76,7 @@ def render_node(node: GraphNode, edges: Sequence[GraphEdge], nodes: Mapping[str,
 
 class GraphSearcher:
     """Graph hits for one user's query: the nodes' points in the index (scope ``LTM_SCOPE``, see
-    ``_ltmindex``) answer the similarity search; the journal, the keyword matches and what a hit shows.
+    ``_sync._ltmindex``) answer the similarity search; the journal, the keyword matches and what a hit shows.
     ``min_users``: the k of the visibility rule (``sleep.ltm_min_users``)."""
 
     def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, *, min_users: int) -> None:

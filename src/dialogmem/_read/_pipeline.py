@@ -15,7 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .._errors import InputError
 from .._models._embed_base import Embedder
 from .._settings import DENSE_WEIGHT
 from .._store._base import IndexFilter, VectorIndex
@@ -58,7 +57,7 @@ def to_hit(scored: ScoredRecord) -> SearchHit:
 
 def context_tokens(hits: Sequence[SearchHit]) -> int:
     """Tokens of ``render_context(hits)`` with the project-wide counter."""
-    from .._write._tokens import count_tokens
+    from .._text._tokens import count_tokens
 
     return count_tokens(render_context(hits))
 
@@ -86,10 +85,7 @@ class ReadPipeline:
     def search(self, query: str, user_id: str, *, limit: int | None = None, flt: IndexFilter | None = None,
                reference_time: datetime | None = None, recent_context: list[str] | None = None,
                known_speakers: Sequence[str] = ()) -> ReadResult:
-        if not isinstance(query, str) or not query.strip():
-            raise InputError("search query must be a non-empty string")
-        if limit is not None and limit < 1:
-            raise InputError(f"limit must be at least 1, got {limit}")
+        """Plan, retrieve and select for a query the facade has validated (non-empty, ``limit`` >= 1)."""
         timings: dict[str, float] = {}
         start = time.perf_counter()
 

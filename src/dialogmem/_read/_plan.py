@@ -27,8 +27,8 @@ from .._backends import with_fallback
 from .._errors import LLMOutputError
 from .._models._llm_base import LLMClient
 from .._prompts import plan as plan_prompt
-from .._text import entities as find_entities
-from .._text import query_keywords, tokens
+from .._text._words import entities as find_entities
+from .._text._words import query_keywords, tokens
 from ._temporal import parse_time_window
 
 logger = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ def _sane_window(lo: float | None, hi: float | None, ref: datetime) -> tuple[flo
     return lo, hi
 
 
-def _union(*lists: Sequence[str], cap: int = 16) -> list[str]:
+def _merged_terms(*lists: Sequence[str], cap: int = 16) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for items in lists:
@@ -293,15 +293,15 @@ class LLMPlanner:
             strict = True
         known = {s.lower(): s for s in known_speakers}
         llm_speakers = [known[s.strip().lower()] for s in out.speakers if s.strip().lower() in known]
-        speakers = _union(rules.speakers, llm_speakers)
+        speakers = _merged_terms(rules.speakers, llm_speakers)
         complexity = out.complexity.strip().lower()
         if complexity not in _K_FOR:
             complexity = rules.complexity
         k = out.k if out.k is not None else k_for(complexity)
         return QueryPlan(
-            query=query, hqs=hqs, keywords=_union(out.keywords, rules.keywords),
+            query=query, hqs=hqs, keywords=_merged_terms(out.keywords, rules.keywords),
             time_from=lo, time_to=hi, time_strict=strict, time_phrases=rules.time_phrases,
             speakers=speakers, speaker_filter=rules.speaker_filter and bool(speakers),
-            entities=_union(out.entities, rules.entities), complexity=complexity,  # type: ignore[arg-type]
+            entities=_merged_terms(out.entities, rules.entities), complexity=complexity,
             k=max(K_MIN, min(K_MAX, int(k))), source="llm",
         )

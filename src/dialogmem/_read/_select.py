@@ -30,7 +30,7 @@ from .._backends import with_fallback
 from .._errors import LLMOutputError
 from .._models._llm_base import LLMClient
 from .._prompts import select as select_prompt
-from .._text import content_words, tokens
+from .._text._words import content_words, tokens
 from .._types import ScoredRecord
 from ._plan import QueryPlan
 

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
-from .._calendar import MONTHS, NUMBER_WORDS, VAGUE_NUMBER_WORDS, WEEKDAYS, alternation
+from .._text._calendar import MONTHS, NUMBER_WORDS, VAGUE_NUMBER_WORDS, WEEKDAYS, alternation
 
 _MS = 0.001
 _NUMBERS = {**NUMBER_WORDS, **VAGUE_NUMBER_WORDS}

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from .. import __version__
 from .._apikeys import ApiKey
-from .._memory import Memory
+from .._facade._memory import Memory
 from .._settings import ServerSettings
 from ._auth import KeyAuth
 from ._errors import error_responses, install_handlers

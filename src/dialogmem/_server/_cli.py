@@ -20,7 +20,7 @@ import typer
 from .._config import Config
 from .._errors import DialogmemError
 from .._journal import Journal, open_journal
-from .._maintenance import StorePaths
+from .._sync._maintenance import StorePaths
 
 log = logging.getLogger(__name__)
 keys_app = typer.Typer(help="API keys of the REST and MCP servers: create, list, revoke.", no_args_is_help=True)
@@ -31,7 +31,8 @@ HostOpt = Annotated[str | None, typer.Option("--host", help="listen address (def
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _fail(message: str) -> typer.Exit:
+def fail(message: str) -> typer.Exit:
+    """The exit of a command that failed: its message on one line (never wrapped) on stderr."""
     typer.echo(f"Error: {' '.join(message.split())}", err=True)
     return typer.Exit(1)
 
@@ -41,7 +42,7 @@ def _config(config: Path | None, data_dir: Path | None) -> Config:
     try:
         return Config.load(config, **overrides)
     except DialogmemError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @contextmanager
@@ -52,11 +53,11 @@ def _journal(config: Path | None, data_dir: Path | None) -> Iterator[Journal]:
         root.mkdir(parents=True, exist_ok=True)
         journal = open_journal(cfg.journal, StorePaths(root).journal)
     except (OSError, DialogmemError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     try:
         yield journal
     except DialogmemError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     finally:
         journal.close()
 
@@ -72,8 +73,8 @@ def keys_create(user: Annotated[str | None, typer.Option("--user", "-u", help="t
                 config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
     """Make a key; the key itself is printed once, as the last line (only its hash is stored)."""
     if admin == (user is not None):
-        raise _fail("give exactly one of --user ID or --admin")
-    from .._input import check_id
+        raise fail("give exactly one of --user ID or --admin")
+    from .._facade._input import check_id
 
     with _journal(config, data_dir) as journal:
         row, key = journal.create_key("admin" if admin else "user", check_id("user_id", user) if user else None,
@@ -109,7 +110,7 @@ def _server_extra() -> None:
         import mcp  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
-        raise _fail(f"the server needs the server extra: pip install 'dialogmem[server]' ({exc})") from None
+        raise fail(f"the server needs the server extra: pip install 'dialogmem[server]' ({exc})") from None
 
 
 def serve(host: HostOpt = None, port: Annotated[int | None, typer.Option("--port", help="default: 8420")] = None,
@@ -127,7 +128,7 @@ def serve(host: HostOpt = None, port: Annotated[int | None, typer.Option("--port
                             "`dialogmem keys create --admin` (or --user ID)")
     import uvicorn
 
-    from .._memory import Memory
+    from .._facade._memory import Memory
     from ._app import create_app
     from ._limits import uvicorn_options
 
@@ -137,14 +138,14 @@ def serve(host: HostOpt = None, port: Annotated[int | None, typer.Option("--port
             uvicorn.run(app, host=host, port=port or cfg.server.port, log_level="info",
                         **uvicorn_options(cfg.server))
     except DialogmemError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 def _host(host: str | None, cfg: Config, no_auth: bool) -> str:
     if not no_auth:
         return host or cfg.server.host
     if host is not None and host not in LOOPBACK:
-        raise _fail("--no-auth serves 127.0.0.1 only: drop --host (or use keys)")
+        raise fail("--no-auth serves 127.0.0.1 only: drop --host (or use keys)")
     typer.secho("WARNING: --no-auth: no API keys are checked; every request acts as an ADMIN over every user. "
                 "Listening on 127.0.0.1 only. Never use this on a shared machine.", fg="red", bold=True, err=True)
     return "127.0.0.1"
@@ -160,8 +161,8 @@ def mcp(user: Annotated[str | None, typer.Option("--user", "-u", help="the user 
     cfg = _config(config, data_dir)
     user = user or cfg.server.mcp_user
     if not http and not user:
-        raise _fail("stdio MCP needs the user it acts for: --user ID (or server.mcp_user)")
-    from .._memory import Memory
+        raise fail("stdio MCP needs the user it acts for: --user ID (or server.mcp_user)")
+    from .._facade._memory import Memory
     from ._limits import uvicorn_options
     from ._mcp import build_mcp, fixed_user, mcp_http_app
 
@@ -178,4 +179,4 @@ def mcp(user: Annotated[str | None, typer.Option("--user", "-u", help="the user 
                 logging.getLogger().handlers[:] = [logging.StreamHandler(sys.stderr)]  # stdout carries MCP
                 build_mcp(memory, fixed_user(user)).run("stdio")
     except DialogmemError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None

@@ -7,20 +7,23 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from .._apikeys import ApiKey
-from .._memory import Memory
+from .._facade._memory import Memory
 from .._settings import ServerSettings
 
 
 async def _memory(request: Request) -> Memory:
-    return request.app.state.memory  # type: ignore[no-any-return]
+    memory: Memory = request.app.state.memory  # set by create_app
+    return memory
 
 
 async def _key(request: Request) -> ApiKey:
-    return request.state.key  # type: ignore[no-any-return]  # set by KeyAuth for every /v1 path
+    key: ApiKey = request.state.key  # set by KeyAuth for every /v1 path
+    return key
 
 
 async def _settings(request: Request) -> ServerSettings:
-    return request.app.state.settings  # type: ignore[no-any-return]
+    settings: ServerSettings = request.app.state.settings
+    return settings
 
 
 MemoryDep = Annotated[Memory, Depends(_memory)]

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 
 from .._apikeys import ApiKey
 from .._errors import DialogmemError, InputError
-from .._memory import Memory
+from .._facade._memory import Memory
 from .._settings import ServerSettings
 from ._auth import FORBIDDEN, INVALID, NO_AUTH, KeyAuth, key_from_headers
 from ._limits import BodyLimit, BodyTimeout, RateLimit

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
-from .._sleeptime import SleepReport
+from .._sleep._updater import SleepReport
 from .._types import MemoryRecord, Message
 
 # strict numbers and booleans: lax parsing took ``false`` for a time and ``0`` for a flag, which

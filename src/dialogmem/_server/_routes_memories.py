@@ -8,10 +8,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from .._conversation import read_conversation_source
 from .._errors import InputError
-from .._input import MAX_ID_LEN
-from .._memory import Memory
+from .._facade._conversation import read_conversation_source
+from .._facade._input import MAX_ID_LEN
+from .._facade._memory import Memory
 from .._types import AddResult, HistoryEntry, MemoryRecord, SearchHit, SourceTurn
 from ._auth import scope_user
 from ._deps import KeyDep, MemoryDep, SettingsDep

@@ -41,7 +41,8 @@ def stats(mem: MemoryDep, key: KeyDep, user_id: UserQuery = None) -> dict[str, A
 
 
 def _jobs(request: Request) -> SleepJobs:
-    return request.app.state.sleep_jobs  # type: ignore[no-any-return]
+    jobs: SleepJobs = request.app.state.sleep_jobs
+    return jobs
 
 
 @router.post("/sleep", response_model=SleepJob, status_code=202, responses=error_responses(409, *BODY_ERRORS))

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._types import MemoryRecord
-from ._graph import (
+from .._graph import (
+    EdgeType,
     EvidenceLink,
     GraphDelta,
     GraphEdge,
@@ -52,9 +52,11 @@ from ._graph import (
     node_id,
     normalise,
 )
+from .._types import MemoryRecord
 from ._units import KnowledgeUnit, UnitNode
 
 Similar = Callable[[str], Sequence[tuple[str, float]]]
+_Row = TypeVar("_Row", GraphNode, GraphEdge)
 _WORDS = re.compile(r"\w+")
 
 
@@ -121,11 +123,11 @@ class _Cycle:
         anchor = next((h for h, c in hits if self.th.anchor_cosine <= c < self.th.merge_cosine), None)
         return nid, anchor
 
-    def edge_for(self, edge_type: str, a: str, b: str) -> str:
+    def edge_for(self, edge_type: EdgeType, a: str, b: str) -> str:
         eid = edge_id(edge_type, a, b)
         if eid not in self.edges:
             src, dst = edge_ends(edge_type, a, b)
-            self.edges[eid] = GraphEdge(id=eid, type=edge_type, source=src, target=dst,  # type: ignore[arg-type]
+            self.edges[eid] = GraphEdge(id=eid, type=edge_type, source=src, target=dst,
                                         evidence=0, confidence=self.th.initial_confidence,
                                         created_at=self.now, updated_at=self.now)
             self.new_ids.add(eid)
@@ -173,16 +175,20 @@ def _apply_unit(cycle: _Cycle, unit: KnowledgeUnit, similar: Similar) -> None:
 
 
 def _decay(cycle: _Cycle) -> None:
-    th = cycle.th
-    for table in (cycle.nodes, cycle.edges):
-        for rid, row in list(table.items()):
-            if not row.live or rid in cycle.touched:
-                continue
-            conf = round(row.confidence * (1 - (1 - th.decay) / max(1, row.evidence)), 9)
-            table[rid] = row.model_copy(update={  # type: ignore[assignment]
-                "confidence": conf, "updated_at": cycle.now,
-                "dropped_at": cycle.now if conf < th.floor else None})
+    _decay_table(cycle, cycle.nodes)
+    _decay_table(cycle, cycle.edges)
     _drop_dangling(cycle.nodes, cycle.edges, cycle.now)
+
+
+def _decay_table(cycle: _Cycle, table: dict[str, _Row]) -> None:
+    th = cycle.th
+    for rid, row in list(table.items()):
+        if not row.live or rid in cycle.touched:
+            continue
+        conf = round(row.confidence * (1 - (1 - th.decay) / max(1, row.evidence)), 9)
+        table[rid] = row.model_copy(update={
+            "confidence": conf, "updated_at": cycle.now,
+            "dropped_at": cycle.now if conf < th.floor else None})
 
 
 def _drop_dangling(nodes: dict[str, GraphNode], edges: dict[str, GraphEdge], now: float) -> None:
@@ -237,19 +243,23 @@ def remove_links(gone: Callable[[EvidenceLink], bool], links: Iterable[EvidenceL
     others = {link.target_id for link in all_links if not gone(link)}
     nodes, edges = dict(graph.nodes), dict(graph.edges)
     for target, count in sorted(removed.items()):
-        table = nodes if target in nodes else edges if target in edges else None
-        if table is None:
-            continue
-        row = table[target]
-        evidence = max(0, row.evidence - count) if target in others else 0
-        conf = round(row.confidence * evidence / row.evidence, 9) if row.evidence else 0.0
-        dropped = row.dropped_at if row.dropped_at is not None else (now if conf < floor else None)
-        table[target] = row.model_copy(update={"evidence": evidence, "confidence": conf,
-                                               "updated_at": now, "dropped_at": dropped})
+        if target in nodes:
+            nodes[target] = _weaken(nodes[target], count, target in others, now=now, floor=floor)
+        elif target in edges:
+            edges[target] = _weaken(edges[target], count, target in others, now=now, floor=floor)
     _drop_dangling(nodes, edges, now)
     delta = _delta(graph, nodes, edges)
     delta.remove_links = mine
     return delta
+
+
+def _weaken(row: _Row, count: int, supported: bool, *, now: float, floor: float) -> _Row:
+    """``row`` after losing ``count`` links (all of them unless other links still ``supported`` it)."""
+    evidence = max(0, row.evidence - count) if supported else 0
+    conf = round(row.confidence * evidence / row.evidence, 9) if row.evidence else 0.0
+    dropped = row.dropped_at if row.dropped_at is not None else (now if conf < floor else None)
+    return row.model_copy(update={"evidence": evidence, "confidence": conf,
+                                  "updated_at": now, "dropped_at": dropped})
 
 
 def node_type_of(text: str) -> NodeType:

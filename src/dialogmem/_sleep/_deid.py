@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .._text import FILLER, content_tokens
+from .._text._words import FILLER, content_tokens
 
 PERSON = "a person"
 SOMEONE = "someone"

@@ -17,12 +17,12 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from .._backends import with_fallback
+from .._graph import EDGE_TYPES, EdgeType, NodeType, normalise
 from .._models._llm_base import LLMClient
 from .._prompts.consolidate import render_consolidation_messages
 from .._types import MemoryRecord
 from ._consolidate import node_type_of
 from ._deid import Deidentifier
-from ._graph import EDGE_TYPES, EdgeType, NodeType, normalise
 from ._sensitive import drop_sensitive_sentences
 from ._units import KnowledgeUnit, RuleUnitExtractor, UnitEdge, UnitNode, usable_node_text
 
@@ -94,8 +94,10 @@ class LLMUnitExtractor:
                 used.append(True)
                 return self._fallback.units(chunk, subject_key)
 
-            out += with_fallback(self._llm, STAGE, lambda chunk=chunk: self._ask(chunk, subject_key, existing),
-                                 rules, what=f"{len(chunk)} memories")
+            def ask(chunk: list[MemoryRecord] = chunk) -> list[KnowledgeUnit]:
+                return self._ask(chunk, subject_key, existing)
+
+            out += with_fallback(self._llm, STAGE, ask, rules, what=f"{len(chunk)} memories")
             fallbacks += len(used_rules)
         method: Literal["llm", "rule", "mixed"] = "llm" if not fallbacks else (
             "rule" if fallbacks * self.max_items >= len(records) else "mixed")

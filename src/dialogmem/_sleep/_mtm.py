@@ -49,12 +49,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._text import content_tokens
+from .._text._measures import ordered_union
+from .._text._words import content_tokens
 from .._types import Event, HistoryEntry, MemoryRecord
 from ._neighbours import EXACT_LIMIT, NeighbourLists, pairs_above
 
@@ -302,9 +303,9 @@ def compressed_record(keep: MemoryRecord, absorbed: Sequence[MemoryRecord], *, n
     group = [keep, *absorbed]
     accessed = [r.last_accessed for r in group if r.last_accessed is not None]
     return keep.model_copy(update={
-        "source_turn_ids": _union(r.source_turn_ids for r in group),
-        "entities": _union(r.entities for r in group),
-        "keywords": _union(r.keywords for r in group),
+        "source_turn_ids": ordered_union(r.source_turn_ids for r in group),
+        "entities": ordered_union(r.entities for r in group),
+        "keywords": ordered_union(r.keywords for r in group),
         "salience": max(r.salience for r in group),
         "access_count": sum(r.access_count for r in group),
         "last_accessed": max(accessed) if accessed else None,
@@ -313,5 +314,3 @@ def compressed_record(keep: MemoryRecord, absorbed: Sequence[MemoryRecord], *, n
     })
 
 
-def _union(lists: Iterable[Sequence[str]]) -> list[str]:
-    return list(dict.fromkeys(x for seq in lists for x in seq))

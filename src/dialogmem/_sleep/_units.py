@@ -35,10 +35,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._text import entities, is_filler, memory_keywords
+from .._graph import EdgeType, NodeType, normalise
+from .._text._words import entities, is_filler, memory_keywords
 from .._types import MemoryRecord
 from ._deid import PLACEHOLDER_WORDS, Deidentifier
-from ._graph import EdgeType, NodeType, normalise
 from ._sensitive import drop_sensitive_sentences, sensitive_reason
 
 _SPEAKER = re.compile(r"^[^:\n]{1,40}:\s")
@@ -147,7 +147,7 @@ class RuleUnitExtractor:
                 a, b = normalise(e.source), normalise(e.target)
                 if a == b or a not in keep or b not in keep:
                     continue
-                pair = ("pair", *sorted((a, b)))
+                pair = ("pair", min(a, b), max(a, b))
                 key = pair if e.type == "RelatedTo" else (e.type, a, b)
                 if key in seen or (e.type == "RelatedTo" and pairs >= self.max_pairs):
                     continue  # a typed edge makes RelatedTo between the same pair redundant

@@ -33,7 +33,8 @@ from .._backends import with_fallback
 from .._errors import LLMOutputError
 from .._models._llm_base import LLMClient
 from .._prompts.update import render_update_messages
-from .._text import content_tokens
+from .._text._measures import jaccard, ordered_union
+from .._text._words import content_tokens
 from .._types import MemoryRecord, ScoredRecord
 from ._queue import UpdateQueues, age_key
 
@@ -87,7 +88,7 @@ class RuleUpdater:
                 if same:
                     absorbed.append(cand.record.id)
                 continue
-            if _jaccard(words, kept_words) < self.min_overlap:
+            if jaccard(words, kept_words) < self.min_overlap:
                 continue
             if words <= kept_words:
                 if words == kept_words and len(text) > len(kept_text):
@@ -104,10 +105,6 @@ class RuleUpdater:
 
 def _negations(text: str) -> set[str]:
     return {m.lower().replace("’", "'") for m in _NEGATION.findall(text)}
-
-
-def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 # ---------------------------------------------------------------- LLM backend
@@ -260,14 +257,12 @@ def apply_decision(target: MemoryRecord, decision: UpdateDecision, records: Mapp
                if s in records]
     return target.model_copy(update={
         "memory": decision.new_memory,
-        "source_turn_ids": _union([target.source_turn_ids, *(s.source_turn_ids for s in sources)]),
-        "entities": _union([target.entities, *(s.entities for s in sources)]),
-        "keywords": _union([target.keywords, *(s.keywords for s in sources)]),
+        "source_turn_ids": ordered_union([target.source_turn_ids, *(s.source_turn_ids for s in sources)]),
+        "entities": ordered_union([target.entities, *(s.entities for s in sources)]),
+        "keywords": ordered_union([target.keywords, *(s.keywords for s in sources)]),
         "salience": max([target.salience, *(s.salience for s in sources)]),
         "updated_at": now,
         "version": target.version + 1,
     })
 
 
-def _union(lists: Sequence[Sequence[str]]) -> list[str]:
-    return list(dict.fromkeys(x for seq in lists for x in seq))

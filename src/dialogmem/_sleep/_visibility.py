@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._graph import GraphEdge, GraphNode
+from .._graph import GraphEdge, GraphNode
 
 
 class Support(BaseModel):

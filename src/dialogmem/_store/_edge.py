@@ -8,7 +8,7 @@ from pathlib import Path
 import qdrant_edge as q
 
 from .._errors import DiskFullError, StoreError
-from ._filters import FilterSpec, SearchSpec, translate
+from ._filters import ConditionBuilder, FilterSpec, SearchSpec, translate
 from ._payload import DENSE, FLOAT_FIELDS, KEYWORD_FIELDS, RRF_K, SPARSE, backend_errors
 from ._room import MIB, DiskRoom, point_bytes
 from ._scoped import Hit, ScopedIndex, Scored
@@ -156,14 +156,16 @@ def _edge_config(dim: int, indexing_threshold_kb: int | None, search_threads: in
 
 def _request(spec: SearchSpec) -> q.QueryRequest:
     flt = _filter(spec.filter)
-    if spec.hybrid:
+    if spec.dense is not None and spec.sparse is not None:  # spec.hybrid, spelt out so both narrow
         prefetches = [
             q.Prefetch(limit=spec.prefetch_limit, query=q.Query.Nearest(spec.dense, using=DENSE),
                        filter=flt),
             q.Prefetch(limit=spec.prefetch_limit, query=q.Query.Nearest(spec.sparse, using=SPARSE),
                        filter=flt),
         ]
-        return q.QueryRequest(limit=spec.limit, prefetches=prefetches, query=q.Fusion.Rrf(k=RRF_K),
+        # The stub declares Fusion.Rrf as a plain nested class; at runtime it subclasses Fusion.
+        return q.QueryRequest(limit=spec.limit, prefetches=prefetches,
+                              query=q.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]
                               filter=flt, with_payload=spec.with_payload)
     if spec.dense is not None:
         query = q.Query.Nearest(spec.dense, using=DENSE)
@@ -175,7 +177,8 @@ def _request(spec: SearchSpec) -> q.QueryRequest:
 
 
 def _filter(spec: FilterSpec) -> q.Filter:
-    must, must_not = translate(spec, _Conditions())
+    builder: ConditionBuilder[q.ConditionType] = _Conditions()  # Filter takes lists of this stub union
+    must, must_not = translate(spec, builder)
     return q.Filter(must=must, must_not=must_not)
 
 

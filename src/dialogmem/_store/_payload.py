@@ -15,7 +15,7 @@ import qdrant_edge
 from pydantic import ValidationError
 
 from .._errors import DialogmemError, InputError, StoreError
-from .._text import missing_words
+from .._text._words import missing_words
 from .._types import MemoryRecord
 
 DENSE = "dense"

@@ -12,6 +12,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class ReadOnlyIndex:
             return shard
 
     @staticmethod
-    def _refuse(*_: object, **__: object) -> None:
+    def _refuse(*_: object, **__: object) -> NoReturn:
         raise StoreError("this store is open read-only")
 
     upsert = set_payload = delete = delete_user = check_room = _refuse

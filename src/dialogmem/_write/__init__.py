@@ -1,6 +1,7 @@
 """The write path: pre-compression, topic segmentation, due batches, extraction, time normalisation."""
 
-from .._timenorm import absolutize
+from .._text._timenorm import absolutize
+from .._text._tokens import count_tokens
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch, topic_id
 from ._compress import (
     Compressor,
@@ -13,7 +14,6 @@ from ._compress import (
 from ._extract import BufferedTurn, ExtractedFact, Extractor, LLMExtractor, RuleExtractor
 from ._segment import Segmenter, make_segmenter
 from ._stages import WriteStages, make_write_stages
-from ._tokens import count_tokens
 
 __all__ = [
     "RECENT_TURNS",

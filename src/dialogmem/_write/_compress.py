@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from .._errors import ConfigError, InputError
-from ._tokens import count_tokens
+from .._text._tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 

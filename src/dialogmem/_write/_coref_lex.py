@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .._text import entities as extract_entities
+from .._text._words import entities as extract_entities
 
 Gender = Literal["f", "m"] | None
 MAX_NAMES = 50  # distinct names looked up per text: a chat turn has far fewer

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from .._backends import with_fallback
 from .._models._llm_base import LLMClient
 from .._prompts.events import render_event_messages
-from .._text import is_filler
+from .._text._words import is_filler
 from ._extract import Batch, BufferedTurn, ExtractedFact, model_fact, resolved
 
 STAGE = "event_write"

@@ -23,10 +23,10 @@ from pydantic import BaseModel, Field, field_validator
 from .._backends import with_fallback
 from .._models._llm_base import LLMClient
 from .._prompts.extract import render_extraction_messages
-from .._text import clip_words, content_tokens, entities, is_filler, memory_keywords, missing_words
-from .._timenorm import absolutize
+from .._text._timenorm import absolutize
+from .._text._tokens import count_tokens
+from .._text._words import clip_words, content_tokens, entities, is_filler, memory_keywords, missing_words
 from .._types import Turn
-from ._tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 

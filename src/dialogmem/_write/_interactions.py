@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._changes import MemoryRemoval, MemoryWrite
+from .._text._measures import cosine
 from .._types import Event, MemoryRecord, ScoredRecord
 from ._extract import BufferedTurn
 from ._reconcile import ReconcileThresholds, apply_reconcile, reconcile
@@ -61,11 +62,6 @@ def _joins(group: Sequence[BufferedTurn], turn: BufferedTurn) -> bool:
     if not _has_reply(group):
         return True
     return turn.speaker == group[-1].speaker and turn.speaker != group[0].speaker
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    return float(np.dot(a, b) / (na * nb)) if na and nb else 0.0
 
 
 @dataclass

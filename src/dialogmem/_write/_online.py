@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._changes import MemoryRemoval, MemoryWrite
-from .._text import memory_keywords
+from .._text._words import memory_keywords
 from .._types import Event, MemoryRecord
 from ._synthesize import Decide, Fragment, apply_synthesis, plan_batch
 

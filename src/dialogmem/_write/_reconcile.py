@@ -31,7 +31,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._text import content_tokens
+from .._text._measures import jaccard, ordered_union
+from .._text._words import content_tokens
 from .._types import Event, HistoryEntry, MemoryRecord, ScoredRecord
 
 Action = Literal["add", "merge", "rewrite", "supersede", "keep_both"]
@@ -73,10 +74,6 @@ class _Facts:
         self.negations = frozenset(m.lower().replace("’", "'") for m in _NEGATION.findall(text))
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0
-
-
 def _numbers_clash(a: frozenset[str], b: frozenset[str]) -> bool:
     """Both state numbers and neither set contains the other ("2 dogs" / "3 dogs"); a number
     only one of them gives is a detail, not a clash."""
@@ -98,7 +95,7 @@ def reconcile(new_item: MemoryRecord, similar_items: Sequence[ScoredRecord], *, 
             continue
         old = _Facts(old_rec.memory)
         if old.negations != new.negations or _numbers_clash(old.numbers, new.numbers):
-            if _jaccard(old.words, new.words) >= th.conflict_overlap:
+            if jaccard(old.words, new.words) >= th.conflict_overlap:
                 return _settle(new_item, old_rec, now, th)
         elif cand.score >= th.duplicate_cosine:
             if new.words <= old.words and new.numbers <= old.numbers:
@@ -109,14 +106,14 @@ def reconcile(new_item: MemoryRecord, similar_items: Sequence[ScoredRecord], *, 
 
 
 def _merge(new: MemoryRecord, old: MemoryRecord, now: float) -> ReconcileDecision:
-    sources = _union(old.source_turn_ids, new.source_turn_ids)
+    sources = ordered_union([old.source_turn_ids, new.source_turn_ids])
     return ReconcileDecision(action="merge", new_id=new.id, target_id=old.id, text=old.memory,
                              source_turn_ids=sources,
                              history=[_row(old, Event.UPDATE, old.memory, now, f"write:merge:absorbed:{new.id}")])
 
 
 def _rewrite(new: MemoryRecord, old: MemoryRecord, now: float) -> ReconcileDecision:
-    sources = _union(old.source_turn_ids, new.source_turn_ids)
+    sources = ordered_union([old.source_turn_ids, new.source_turn_ids])
     return ReconcileDecision(action="rewrite", new_id=new.id, target_id=old.id, text=new.memory,
                              source_turn_ids=sources,
                              history=[_row(old, Event.UPDATE, new.memory, now, f"write:rewrite:from:{new.id}")])
@@ -144,10 +141,6 @@ def _row(record: MemoryRecord, event: Event, new_text: str | None, now: float, a
                         timestamp=now, actor=actor)
 
 
-def _union(a: Sequence[str], b: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys([*a, *b]))
-
-
 def apply_reconcile(new_item: MemoryRecord, decision: ReconcileDecision, target: MemoryRecord | None, *,
                     now: float) -> tuple[list[MemoryRecord], list[str]]:
     """(records to upsert, ids to delete from the index) that carry out ``decision``."""
@@ -158,8 +151,8 @@ def apply_reconcile(new_item: MemoryRecord, decision: ReconcileDecision, target:
     if decision.action in ("merge", "rewrite"):
         updated = target.model_copy(update={
             "memory": decision.text, "source_turn_ids": decision.source_turn_ids,
-            "entities": _union(target.entities, new_item.entities),
-            "keywords": _union(target.keywords, new_item.keywords),
+            "entities": ordered_union([target.entities, new_item.entities]),
+            "keywords": ordered_union([target.keywords, new_item.keywords]),
             "salience": max(target.salience, new_item.salience), "updated_at": now,
             "version": target.version + 1})
         return [updated], []

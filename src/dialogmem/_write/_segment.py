@@ -40,7 +40,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from .._errors import ConfigError, InputError
-from ._tokens import minilm_model_dir
+from .._text._tokens import minilm_model_dir
 
 logger = logging.getLogger(__name__)
 

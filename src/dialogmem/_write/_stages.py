@@ -12,6 +12,7 @@ from .._backends import use_llm
 from .._models._embed_base import Embedder
 from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
+from .._text._tokens import count_tokens
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
 from ._compress import Compressor, make_compressor
 from ._events import LLMEventWriter
@@ -20,7 +21,6 @@ from ._interactions import due_interactions
 from ._segment import NoSegmenter, Segmenter, make_segmenter
 from ._synthesize import Decide, RuleConfig, rule_decider
 from ._synthesize_llm import LLMSynthesizer
-from ._tokens import count_tokens
 from ._turnwriter import LLMTurnWriter, RuleTurnWriter, TurnWriter
 from ._windowed import CorefRuleExtractor, WindowedExtractor
 

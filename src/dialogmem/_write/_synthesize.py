@@ -36,7 +36,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from .._text import content_tokens
+from .._text._measures import cosine, jaccard, ordered_union
+from .._text._words import content_tokens
 from .._types import MemoryRecord
 
 SAME_LINE = 0.5  # share of a kept line's information words that a repeat must have
@@ -126,7 +127,7 @@ def _qualifying(new: Fragment, candidates: Sequence[Fragment], min_cosine: float
         score = cosine(new.vector, c.vector)
         if score < min_cosine:
             continue
-        if _jaccard(words, _info_words(c.text)) >= min_overlap:
+        if jaccard(words, _info_words(c.text)) >= min_overlap:
             out.append((c, score, "near_duplicate"))
         elif shared_entity and entities & _entity_keys(c.entities, ignore):
             out.append((c, score, "shared_entity"))
@@ -146,11 +147,6 @@ def in_scope(a: Fragment, b: Fragment, *, cross_session: bool = False) -> bool:
     return cross_session or (a.session_id is not None and a.session_id == b.session_id)
 
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    return float(np.dot(a, b) / (na * nb)) if na and nb else 0.0
-
-
 def decision_for(new: Fragment, group: Sequence[Fragment], text: str, reason: Reason,
               cosines: dict[str, float], method: Literal["rule", "llm"] = "rule") -> Synthesis:
     """The decision merging ``new`` into ``group`` (existing memories) with ``text``."""
@@ -160,8 +156,8 @@ def decision_for(new: Fragment, group: Sequence[Fragment], text: str, reason: Re
         survivor_id=survivor.id,
         absorbed_ids=[f.id for f in members if f.id != survivor.id],
         text=text,
-        source_turn_ids=_union([f.source_turn_ids for f in members]),
-        entities=_union([f.entities for f in members]),
+        source_turn_ids=ordered_union([f.source_turn_ids for f in members]),
+        entities=ordered_union([f.entities for f in members]),
         reason=reason, method=method, cosines=cosines,
     )
 
@@ -207,15 +203,6 @@ def _info_words(text: str) -> frozenset[str]:
     return frozenset(content_tokens(text)) | negations
 
 
-def _jaccard(a: Collection[str], b: Collection[str]) -> float:
-    sa, sb = set(a), set(b)
-    return len(sa & sb) / len(sa | sb) if sa or sb else 1.0
-
-
-def _union(lists: Sequence[Sequence[str]]) -> list[str]:
-    return list(dict.fromkeys(x for seq in lists for x in seq))
-
-
 # ---------------------------------------------------------------- applying, history, undo
 
 
@@ -252,9 +239,9 @@ def apply_synthesis(decision: Synthesis, records: Mapping[str, MemoryRecord], *,
         "memory": decision.text,
         "original_memory": merge_text([r.original_memory for r in members]),
         "compressed_memory": merge_text([r.compressed_memory for r in members]),
-        "source_turn_ids": _union([r.source_turn_ids for r in members]),
-        "entities": _union([r.entities for r in members]),
-        "keywords": _union([r.keywords for r in members]),
+        "source_turn_ids": ordered_union([r.source_turn_ids for r in members]),
+        "entities": ordered_union([r.entities for r in members]),
+        "keywords": ordered_union([r.keywords for r in members]),
         "salience": max(r.salience for r in members),
         "time_stamp": latest.time_stamp, "float_time_stamp": latest.float_time_stamp,
         "weekday": latest.weekday,

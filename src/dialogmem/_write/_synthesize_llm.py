@@ -17,11 +17,11 @@ from pydantic import BaseModel, field_validator
 from .._errors import LLMError
 from .._models._llm_base import LLMClient
 from .._prompts.synthesize import render_synthesis_messages
+from .._text._measures import cosine
 from ._synthesize import (
     Fragment,
     RuleConfig,
     Synthesis,
-    cosine,
     decision_for,
     in_scope,
     rule_decider,

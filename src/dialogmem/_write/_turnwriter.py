@@ -26,8 +26,8 @@ from pydantic import BaseModel, Field
 from .._errors import LLMError
 from .._models._llm_base import LLMClient
 from .._prompts.turnwrite import render_turnwrite_messages
-from .._text import clip_words, is_filler
-from .._timenorm import absolutize
+from .._text._timenorm import absolutize
+from .._text._words import clip_words, is_filler
 from ._extract import CONTEXT_WORDS, BufferedTurn, resolved
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from typing import Generic, Literal, TypeVar
 
 from .._models._llm_base import ChatMessage
 from .._prompts.extract import render_window_extraction_messages
-from .._text import content_tokens
+from .._text._words import content_tokens
 from ._extract import BufferedTurn, render_line
 
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .._errors import InputError
-from .._timeparse import parse_timestamp
+from .._text._timeparse import parse_timestamp
 from ._metrics import locomo_session, sessions_of
 
 logger = logging.getLogger(__name__)

@@ -89,7 +89,7 @@ SystemFactory = Callable[[BenchConversation, Path], BenchSystem]
 @functools.cache
 def _token_counter() -> Callable[[str], int]:
     try:
-        from .._write._tokens import default_token_counter
+        from .._text._tokens import default_token_counter
     except ImportError:  # the write path's counter is optional here: fall back to a word count
         return lambda text: len(_WORD_OR_MARK.findall(text))
     return default_token_counter().count
@@ -130,7 +130,7 @@ class DialogmemSystem:
 
     def __init__(self, config: Config, scratch: Path, *, run_sleep: bool = True,
                  llm_client: LLMClient | None = None) -> None:
-        from .._memory import Memory
+        from .._facade._memory import Memory
 
         cfg = config.model_copy(update={"data_dir": scratch / "store"})
         self._mem = Memory(cfg, llm_client=llm_client)

@@ -1,0 +1,351 @@
+"""``Memory``: the facade. It validates what callers pass, then hands the work to the part that does it.
+
+Decisions live in the stage modules; writing lives in the change writer (``_sync._writer``); the write
+path's orchestration in ``_write._ingest``; opening, checking and repairing the store in ``_facade._open`` and
+``_sync._repair``. This class wires them and keeps the public verbs in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
+from .._config import Config
+from .._errors import ConfigError, InputError, NotFoundError, StoreError
+from .._models import LLMClient
+from .._read import Answer
+from .._read._hymem import AnswerMode
+from .._store import IndexFilter
+from .._sync._repair import RepairReport
+from .._text._timeparse import parse_timestamp
+from .._types import (
+    AddResult,
+    Event,
+    HistoryEntry,
+    MemoryRecord,
+    Message,
+    SearchHit,
+    SearchResult,
+    SourceTurn,
+    Turn,
+)
+from .._write._records import coerce_filter, edited, matches
+from ._conversation import Conversation, read_conversation_source
+from ._input import check_bounded_text, check_id, check_int, to_turns
+from ._lifecycle import CallGate, StoreLock
+from ._offline import Offline
+from ._open import Parts, open_parts
+from ._operators import Operations, finish_repair, prepare_repair
+
+log = logging.getLogger(__name__)
+
+Messages = str | dict[str, Any] | Message | Sequence[str | dict[str, Any] | Message]
+When = str | float | datetime
+
+
+class Memory(Operations, Offline):
+    """Long-term memory for one store (a data directory), shared by any number of users.
+
+    Every id-based call takes ``user_id`` and only ever sees that user's records: another user's
+    id behaves as "not found".
+    """
+
+    def __init__(self, config: Config | None = None, *, llm_client: LLMClient | None = None,
+                 **overrides: Any) -> None:
+        """``config`` (or keyword overrides of it, e.g. ``data_dir=...``, ``read_only=True``);
+        ``llm_client`` replaces the client that ``config.llm`` would build (bring your own, or a
+        ``ScriptedLLM`` in tests)."""
+        if config is None:
+            config = Config.load(**overrides)
+        elif not isinstance(config, Config):
+            raise ConfigError(f"config must be a dialogmem Config, got {type(config).__name__}")
+        elif overrides:
+            config = config.with_overrides(**overrides)
+        self.config = config
+        self.data_dir = Path(config.data_dir).expanduser()
+        self._gate = CallGate()
+        self._speakers: dict[str, list[str]] = {}
+        self._speakers_lock = threading.Lock()
+        self._store_lock: StoreLock | None = None
+        if not config.read_only:
+            try:
+                self.data_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the data directory {self.data_dir}: {exc.strerror}") from exc
+            if not config.stateless:  # a shared journal and index: other processes serve this store too
+                self._store_lock = StoreLock(self.data_dir / ".lock")
+        try:
+            self._parts: Parts = open_parts(config, self.data_dir, llm_client)
+            self.config = self._parts.config  # as opened: embedder.quantize "auto" resolved for this store
+            self._replay_pending()
+        except BaseException:
+            if hasattr(self, "_parts"):
+                self._parts.close()
+            if self._store_lock is not None:
+                self._store_lock.release()
+            raise
+
+    @classmethod
+    def repair(cls, config: Config | None = None, *, from_index: bool = False, **overrides: Any) -> RepairReport:
+        """``dialogmem repair``: move a damaged or doubtful Edge index aside (never deleted) and build
+        it again from the journal; with ``from_index``, first rebuild a missing journal's memory rows
+        from the surviving index. The store must not be open elsewhere."""
+        config = Config.load(**overrides) if config is None else config.with_overrides(**overrides)
+        report = prepare_repair(config, from_index=from_index)
+        with cls(config) as mem:  # opening fills a missing index from the journal
+            return finish_repair(mem._parts, config, report)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Write pending counters, flush and close the index and the journal. Turns still waiting
+        for their batch stay journaled and are processed later. Idempotent; waits for calls in flight."""
+        if not self._gate.close():
+            return
+        try:
+            self._parts.close()
+        finally:
+            if self._store_lock is not None:
+                self._store_lock.release()
+
+    def _call(self) -> AbstractContextManager[None]:
+        return self._gate.call()
+
+    def _writable(self) -> None:
+        if self.config.read_only:
+            raise StoreError(f"store {self.data_dir} is open read-only")
+
+    def _replay_pending(self) -> None:
+        """Turns journaled but not yet processed (a crash, or a batch still filling) get their due batch."""
+        if self.config.read_only:
+            return
+        for user_id in self._parts.journal.pending_users():
+            self._parts.ingest.process(user_id, force=False)
+
+    # -- write path ---------------------------------------------------------------------------
+    def add(self, messages: Messages, user_id: str, *, session_id: str | None = None,
+            timestamp: When | None = None, metadata: dict[str, Any] | None = None,
+            agent_id: str | None = None, flush: bool = False) -> AddResult:
+        """Journal the messages, then run them through the write path.
+
+        Returns once every message is durably journaled: from then on it survives a crash. A message
+        whose ``id`` is already journaled (a retry) is accepted again and changes nothing. The
+        memories created by this call are returned; turns still waiting for their batch are counted
+        in ``pending_turns`` (``flush=True`` or :meth:`flush` processes them now).
+        """
+        with self._call():
+            self._writable()
+            check_id("user_id", user_id)
+            for name, value in (("session_id", session_id), ("agent_id", agent_id)):
+                if value is not None:
+                    check_id(name, value)
+            w = self.config.write
+            turns = to_turns(messages, user_id, session_id=session_id, timestamp=timestamp, metadata=metadata,
+                             agent_id=agent_id, max_chars=w.max_turn_chars, max_metadata_bytes=w.max_metadata_bytes)
+            outcome = self._parts.ingest.add(user_id, turns, flush=bool(flush))
+            self._remember_speakers(user_id, {t.speaker for t in turns})
+            return AddResult(turn_ids=[t.id for t in turns],
+                             memories=[SearchHit.from_record(r, 1.0) for r in outcome.stored],
+                             pending_turns=self._parts.ingest.pending_count(user_id),
+                             quarantined=outcome.quarantined)
+
+    def add_conversation(self, conversation: Conversation, user_id: str, *, flush: bool = True,
+                         progress: Callable[[int, int], None] | None = None) -> AddResult:
+        """Add a whole conversation turn by turn, as a live chat arrives: a JSON file path, a list of
+        messages, or a LoCoMo-format conversation (sessions keep their ids and dates). ``progress``
+        is called with (turns done, turns in all)."""
+        batches = read_conversation_source(conversation)
+        total = sum(len(b.messages) for b in batches)
+        out = AddResult(turn_ids=[])
+        done = 0
+        for batch in batches:
+            for msg in batch.messages:
+                got = self.add([msg], user_id, session_id=batch.session_id, timestamp=batch.timestamp)
+                out.turn_ids += got.turn_ids
+                out.memories += got.memories
+                out.quarantined += got.quarantined
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+        if flush:
+            out.memories += self.flush(user_id)
+        out.pending_turns = self.stats(user_id)["counts"]["pending_turns"]
+        return out
+
+    def flush(self, user_id: str | None = None) -> list[SearchHit]:
+        """Process every pending turn now (of one user, or of all)."""
+        with self._call():
+            self._writable()
+            users = [check_id("user_id", user_id)] if user_id is not None else self._parts.journal.pending_users()
+            stored = []
+            for uid in users:
+                stored += self._parts.ingest.process(uid, force=True).stored
+            return [SearchHit.from_record(r, 1.0) for r in stored]
+
+    def update(self, memory_id: str, text: str, user_id: str, *, actor: str = "user") -> MemoryRecord:
+        """Replace a memory's text: re-embedded, keywords and entities follow it, version + 1, history row."""
+        with self._call():
+            self._writable()
+            check_bounded_text("text", text, self.config.write.max_turn_chars, "write.max_turn_chars")
+            with self._parts.ingest.user_lock(user_id):
+                old = self._get(memory_id, user_id)
+                new = edited(old, text, now=time.time())
+                self._parts.writer.apply(ChangeSet(user_id, writes=[MemoryWrite(
+                    record=new, event=Event.UPDATE, actor=check_id("actor", actor), old=old)]))
+            return new
+
+    def delete(self, memory_id: str, user_id: str, *, actor: str = "user") -> None:
+        """Remove a memory (active, or evicted from MTM) from search and from the evidence of the LTM
+        graph (its row and history stay in the journal)."""
+        with self._call():
+            self._writable()
+            check_id("actor", actor)
+            with self._parts.ingest.user_lock(user_id):
+                old = self._get(memory_id, user_id, include_evicted=True)
+                # with its LTM evidence links: what rested only on this memory loses its support
+                self._parts.consolidator.apply_removal(ChangeSet(user_id, removals=[MemoryRemoval(record=old,
+                                                                                                  actor=actor)]))
+
+    def forget_user(self, user_id: str) -> dict[str, int]:
+        """Remove every record, vector and journal row of this user."""
+        with self._call():
+            self._writable()
+            check_id("user_id", user_id)
+            with self._parts.ingest.user_lock(user_id):
+                self._parts.index.check_room()  # a full disk refuses before the journal forgets anything
+                self._parts.access.forget(user_id)
+                self._parts.consolidator.forget(user_id)  # first: no evidence outlives its user
+                counts = self._parts.journal.forget_user(user_id)
+                self._parts.index.delete_user(user_id)
+                self._parts.index.flush()
+            with self._speakers_lock:
+                self._speakers.pop(user_id, None)
+            return counts
+
+    # -- read path ----------------------------------------------------------------------------
+    def search(self, query: str, user_id: str, *, limit: int | None = None,
+               filters: IndexFilter | dict[str, Any] | None = None, reference_time: When | None = None,
+               recent_context: list[str] | None = None, expand: bool = False) -> SearchResult:
+        """Plan, retrieve (one hybrid query per view), select; hits cite their turns. ``expand``: each
+        hit also carries those turns' text (``SearchHit.sources``, HyMem's L2 under the L1 memory)."""
+        with self._call():
+            check_id("user_id", user_id)
+            check_bounded_text("query", query, self.config.read.max_query_chars, "read.max_query_chars")
+            if limit is not None:
+                check_int("limit", limit, 1, 200)
+            context = [check_bounded_text("recent_context line", line, self.config.read.max_query_chars,
+                                          "read.max_query_chars") for line in (recent_context or [])][-6:]
+            return self._parts.search.search(
+                query, user_id, limit=limit, flt=coerce_filter(filters),
+                reference_time=parse_timestamp(reference_time) if reference_time is not None else None,
+                recent_context=context, speakers=self._known_speakers(user_id), expand=expand)
+
+    def sources(self, memory_id: str, user_id: str) -> list[SourceTurn]:
+        """The raw turns (L2) a memory of this user was made from, oldest first (``NotFoundError`` for
+        an unknown or another user's memory id; evicted memories keep their sources)."""
+        with self._call():
+            record = self._get(memory_id, user_id, include_evicted=True)
+            turns = self._parts.journal.turns(user_id, ids=record.source_turn_ids)
+            return [SourceTurn.from_turn(t) for t in turns]
+
+    def answer(self, query: str, user_id: str, *, mode: AnswerMode | None = None, max_rounds: int | None = None,
+               limit: int | None = None, reference_time: When | None = None) -> Answer:
+        """Answer from this user's memories with the configured LLM (seed 004 HyMem): a light round
+        over the top ``limit`` memories; when it reports missing information (``mode="auto"``), or
+        with ``mode="deep"``, deep rounds that trace the relevant memories back to their raw turns,
+        with reflection between rounds (at most ``max_rounds``). Cites only memory and turn ids the
+        model was shown. Defaults: ``config.answer``."""
+        check_id("user_id", user_id)
+        check_bounded_text("query", query, self.config.read.max_query_chars, "read.max_query_chars")
+        chosen = mode if mode is not None else self.config.answer.mode
+        if chosen not in ("auto", "light", "deep"):
+            raise InputError(f"mode must be 'auto', 'light' or 'deep', got {chosen!r}")
+        for name, value, hi in (("limit", limit, 200), ("max_rounds", max_rounds, 5)):
+            if value is not None:
+                check_int(name, value, 1, hi)
+        ref = parse_timestamp(reference_time) if reference_time is not None else None
+
+        def search(q: str, k: int) -> list[SearchHit]:
+            return self.search(q, user_id, limit=k, reference_time=ref).hits
+
+        with self._call():
+            return self._parts.answerer.answer(query, search, lambda ids: self._turns(user_id, ids), mode=chosen,
+                                               max_rounds=max_rounds, light_k=limit, reference_time=ref)
+
+    def _turns(self, user_id: str, ids: list[str]) -> list[Turn]:
+        return self._parts.journal.turns(user_id, ids=ids)
+
+    def get(self, memory_id: str, user_id: str, *, include_evicted: bool = True) -> MemoryRecord:
+        """One memory of this user (``NotFoundError`` for an unknown or another user's id)."""
+        with self._call():
+            return self._get(memory_id, user_id, include_evicted=include_evicted)
+
+    def _get(self, memory_id: str, user_id: str, *, include_evicted: bool = False) -> MemoryRecord:
+        check_id("user_id", user_id)
+        check_id("memory_id", memory_id)
+        statuses = ("active", "evicted") if include_evicted else ("active",)
+        record = self._parts.journal.memory(user_id, memory_id, statuses=statuses)
+        if record is None:
+            raise NotFoundError(f"memory {memory_id} not found")
+        pending = self._parts.access.pending(user_id, memory_id)
+        if pending is not None:
+            record = record.model_copy(update={"access_count": record.access_count + pending[0],
+                                               "last_accessed": max(record.last_accessed or 0.0, pending[1])})
+        return record
+
+    def get_all(self, user_id: str, *, limit: int = 100, offset: str | None = None,
+                filters: IndexFilter | dict[str, Any] | None = None,
+                include_evicted: bool = False) -> list[MemoryRecord]:
+        """This user's memories ordered by id, ``limit`` at a time (pass the last id as ``offset``)."""
+        with self._call():
+            check_id("user_id", user_id)
+            check_int("limit", limit, 1, 10_000)
+            if offset is not None:
+                check_id("offset", offset)
+            flt = coerce_filter(filters)
+            statuses = ("active", "evicted") if include_evicted else ("active",)
+            out: list[MemoryRecord] = []
+            after = offset
+            while len(out) < limit:
+                page = self._parts.journal.memories(user_id, statuses=statuses, after_id=after, limit=limit)
+                out += [r for r in page if matches(r, flt)]
+                if len(page) < limit:
+                    break
+                after = page[-1].id
+            return out[:limit]
+
+    def history(self, memory_id: str, user_id: str) -> list[HistoryEntry]:
+        with self._call():
+            check_id("user_id", user_id)
+            check_id("memory_id", memory_id)
+            rows = self._parts.journal.history(memory_id, user_id)
+            if not rows:
+                raise NotFoundError(f"memory {memory_id} not found")
+            return rows
+
+    def _known_speakers(self, user_id: str) -> list[str]:
+        with self._speakers_lock:
+            known = self._speakers.get(user_id)
+            if known is None:
+                known = self._speakers[user_id] = self._parts.journal.speakers(user_id)
+            return list(known)
+
+    def _remember_speakers(self, user_id: str, speakers: set[str]) -> None:
+        with self._speakers_lock:
+            known = self._speakers.get(user_id)
+            if known is not None:
+                known += sorted(s for s in speakers if s not in known)

@@ -1,0 +1,287 @@
+"""The one writer of changes: embed, commit to the journal, apply to the vector index.
+
+Every change of the store goes through :meth:`ChangeWriter.apply` with a ``ChangeSet``:
+
+1. vectors missing from the writes are computed (outside any lock, so a slow embedding endpoint
+   holds up nobody else);
+2. the whole set is committed to the journal in one transaction — turns, memory rows with their
+   vectors, history rows, the sleep queue, turn status, pending access counts. From here the
+   change is durable, and the touched rows sit in the journal's index outbox;
+3. the set is applied to the vector index. The outbox rows are marked synced only after the index
+   has flushed (:meth:`checkpoint`), so a crash anywhere leaves them marked and
+   :meth:`replay_outbox` applies them again when the store opens (upserts and deletes are
+   idempotent). A record the index refuses is marked failed with the reason, never retried in a
+   loop, and never blocks the store from opening; ``rebuild`` retries it.
+
+A full disk is not a refused record: the index's room is checked before step 2, so a change it
+cannot hold raises ``DiskFullError`` with nothing written. Should the disk fill between the check
+and step 3, the rows stay in the outbox (not failed), and the next change that finds room — or the
+next checkpoint, or the next open — applies them first.
+
+Steps 2 and 3 run under one lock, so the index sees changes in the order the journal committed
+them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from .._changes import ChangeSet, GraphCommit
+from .._errors import DiskFullError, StoreError
+from .._journal import IndexState, Journal
+from .._models._embed_base import Embedder
+from .._store import IndexPoint, VectorIndex
+from .._types import MemoryRecord
+from .._usage import PendingUsage
+from ._access import AccessLog
+from ._ltmindex import sync_graph_index
+
+log = logging.getLogger(__name__)
+
+
+class ChangeWriter:
+    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, access: AccessLog,
+                 usage: PendingUsage, *, sync_every: int = 2000) -> None:
+        self.journal = journal
+        self.index = index
+        self.embedder = embedder
+        self.access = access
+        self.usage = usage
+        self.sync_every = sync_every
+        self._lock = threading.Lock()
+        self._unsynced: list[str] = []
+        self._behind = False  # a full disk left rows in the outbox that the index has not seen
+
+    def apply(self, cs: ChangeSet) -> list[MemoryRecord]:
+        """Perform ``cs``; returns the records it wrote. ``DiskFullError`` (nothing written) when the
+        change reaches the index and the disk has no room for it."""
+        if cs.is_empty():
+            return []
+        vectors = self._vectors(cs)
+        with self._lock:
+            points = _index_points(cs)
+            if points is not None:
+                self.index.check_room(points)
+                if self._behind:
+                    self._catch_up()
+            access, usage = self.access.drain(), self.usage.drain()
+            try:
+                self.journal.commit(cs, vectors, access=access, usage=usage)
+            except BaseException:
+                self.access.restore(access)
+                self.usage.restore(usage)
+                raise
+            upserts = [(w.record, vectors[w.record.id]) for w in cs.writes]
+            self._to_index(upserts, [(r.record.user_id, r.record.id) for r in cs.removals])
+            if cs.graph is not None and not cs.graph.delta.is_empty():
+                self._graph_to_index(cs.graph)
+        return [w.record for w in cs.writes]
+
+    def _graph_to_index(self, graph: GraphCommit) -> None:
+        d = graph.delta
+        touched = sorted({n.id for n in [*d.insert_nodes, *d.update_nodes, *d.drop_nodes]})
+        try:
+            sync_graph_index(self.journal, self.index, touched)
+        except StoreError as exc:  # the journal holds the graph; the next open syncs the index again
+            log.error("the vector index refused the LTM graph's nodes (%s); they are synced when the store "
+                      "next opens", exc)
+
+    def _vectors(self, cs: ChangeSet) -> dict[str, np.ndarray]:
+        vectors = {w.record.id: w.vector for w in cs.writes if w.vector is not None}
+        missing = [w.record for w in cs.writes if w.vector is None and w.record.id not in vectors]
+        if missing:
+            for record, vector in zip(missing, self.embedder.embed([r.memory for r in missing]), strict=True):
+                vectors[record.id] = vector
+        return vectors
+
+    # -- the index ------------------------------------------------------------------------
+    def _catch_up(self) -> None:
+        """Apply what a full disk left in the outbox, before anything newer reaches the index;
+        ``DiskFullError`` when the disk filled again meanwhile."""
+        self._behind = False
+        n = self._apply_rows(self.journal.index_rows(states=(IndexState.UPSERT, IndexState.REMOVE)))
+        if self._behind:
+            raise DiskFullError("no room on disk for the vector index: it is still catching up with the journal")
+        sync_graph_index(self.journal, self.index)  # a no-op unless a graph commit was left behind too
+        log.warning("the vector index caught up with the journal after a full disk: %d changes applied", n)
+
+    def _to_index(self, upserts: Sequence[tuple[MemoryRecord, np.ndarray]],
+                  removals: Sequence[tuple[str, str]]) -> None:
+        """Apply to the index; what it refuses is marked failed, one record at a time. When the disk
+        is full, everything stays in the outbox for :meth:`_catch_up`."""
+        try:
+            done = self._index_changes(upserts, removals)
+        except DiskFullError as exc:
+            self._behind = True
+            log.error("the vector index has no room on disk (%s): %d changes wait in the journal's outbox",
+                      exc, len(upserts) + len(removals))
+            return
+        self._unsynced += done
+        if len(self._unsynced) >= self.sync_every:
+            self._checkpoint()
+
+    def _index_changes(self, upserts: Sequence[tuple[MemoryRecord, np.ndarray]],
+                       removals: Sequence[tuple[str, str]]) -> list[str]:
+        done: list[str] = []
+        if upserts:
+            try:
+                self.index.upsert([IndexPoint(record=r, vector=v) for r, v in upserts])
+                done += [r.id for r, _ in upserts]
+            except DiskFullError:
+                raise
+            except StoreError as exc:
+                log.warning("index upsert of %d records failed (%s); trying them one by one", len(upserts), exc)
+                done += self._one_by_one(upserts)
+        by_user: dict[str, list[str]] = {}
+        for user_id, memory_id in removals:
+            by_user.setdefault(user_id, []).append(memory_id)
+        for user_id, ids in by_user.items():
+            try:
+                self.index.delete(ids, user_id)
+                done += ids
+            except DiskFullError:
+                raise
+            except StoreError as exc:
+                self._failed(ids, exc)
+        return done
+
+    def _one_by_one(self, upserts: Sequence[tuple[MemoryRecord, np.ndarray]]) -> list[str]:
+        done = []
+        for record, vector in upserts:
+            try:
+                self.index.upsert([IndexPoint(record=record, vector=vector)])
+                done.append(record.id)
+            except DiskFullError:
+                raise
+            except StoreError as exc:
+                self._failed([record.id], exc)
+        return done
+
+    def _failed(self, ids: list[str], exc: Exception) -> None:
+        log.error("the vector index refused %d memories (%s); they stay in the journal, marked failed: "
+                  "`dialogmem repair` rebuilds the index", len(ids), exc)
+        self.journal.mark_index(ids, IndexState.FAILED, str(exc)[:2000])
+
+    def checkpoint(self) -> None:
+        """Flush the index, then mark the rows it now holds as synced (first applying what a full
+        disk left behind, when there is room again)."""
+        with self._lock:
+            if self._behind:
+                try:
+                    self._catch_up()
+                except DiskFullError as exc:
+                    log.warning("the vector index is still behind the journal: %s", exc)
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        if not self._unsynced:
+            return
+        try:
+            self.index.flush()
+        except DiskFullError as exc:  # the rows stay unsynced: the index's WAL holds them, a replay is idempotent
+            log.warning("the vector index was not flushed: %s", exc)
+            return
+        self.journal.mark_index(self._unsynced, IndexState.SYNCED)
+        self._unsynced = []
+
+    def flush_counters(self) -> None:
+        """Write the pending access counts and usage counters now (in their own small transaction)."""
+        with self._lock:
+            access, usage = self.access.drain(), self.usage.drain()
+            if not access and not usage:
+                return
+            try:
+                self.journal.commit(ChangeSet(""), {}, access=access, usage=usage)
+            except BaseException:
+                self.access.restore(access)
+                self.usage.restore(usage)
+                raise
+
+    def replay_outbox(self, user_id: str | None = None) -> int:
+        """Apply every row the journal still marks for the index (after a crash), of one user or of
+        all. Never raises for a record the index refuses: it is marked failed. Returns how many rows
+        were applied."""
+        with self._lock:
+            n = self._apply_rows(self.journal.index_rows(states=(IndexState.UPSERT, IndexState.REMOVE),
+                                                         user_id=user_id))
+            self._checkpoint()
+        return n
+
+    def _apply_rows(self, rows: Iterable[tuple[MemoryRecord, np.ndarray | None, IndexState]]) -> int:
+        n = 0
+        batch: list[tuple[MemoryRecord, np.ndarray]] = []
+        removals: list[tuple[str, str]] = []
+        for record, vector, state in rows:
+            n += 1
+            if state == IndexState.REMOVE:
+                removals.append((record.user_id, record.id))
+                continue
+            if vector is None:
+                vector = self.embedder.embed([record.memory])[0]
+            batch.append((record, vector))
+            if len(batch) >= 500:
+                self._to_index(batch, ())
+                batch = []
+        self._to_index(batch, removals)
+        return n
+
+
+def fill_index(journal: Journal, embedder: Embedder, index: VectorIndex, *, user_id: str | None = None,
+               mark: bool = True) -> int:
+    """Insert every active journal row (of one user, or all) into ``index``, which is not the
+    writer's own: a rebuild, or the per-user copy a read-only store searches. With ``mark``, the
+    journal's outbox records the outcome (synced, or failed with the reason). Returns how many the
+    index took."""
+    taken = 0
+    batch: list[IndexPoint] = []
+    for record, vector, _ in journal.index_rows(states=None, user_id=user_id):
+        if vector is None:
+            vector = embedder.embed([record.memory])[0]
+        batch.append(IndexPoint(record=record, vector=vector))
+        if len(batch) >= 500:
+            taken += _fill_batch(journal, index, batch, mark)
+            batch = []
+    taken += _fill_batch(journal, index, batch, mark)
+    index.flush()
+    return taken
+
+
+def _fill_batch(journal: Journal, index: VectorIndex, batch: list[IndexPoint], mark: bool) -> int:
+    if not batch:
+        return 0
+    ok: list[str] = []
+    try:
+        index.upsert(batch)
+        ok = [p.record.id for p in batch]
+    except DiskFullError:  # not the records' fault: the rest stays unmarked, for the next fill
+        raise
+    except StoreError:
+        for point in batch:
+            try:
+                index.upsert([point])
+                ok.append(point.record.id)
+            except DiskFullError:
+                raise
+            except StoreError as exc:
+                log.error("the vector index refused memory %s: %s", point.record.id, exc)
+                if mark:
+                    journal.mark_index([point.record.id], IndexState.FAILED, str(exc)[:2000])
+    if mark:
+        journal.mark_index(ok, IndexState.SYNCED)
+    return len(ok)
+
+
+def _index_points(cs: ChangeSet) -> int | None:
+    """How many points ``cs`` writes to or removes from the index; None when it does not reach the
+    index (turns only, quarantine, counters)."""
+    graph = cs.graph is not None and not cs.graph.delta.is_empty()
+    nodes = 0
+    if cs.graph is not None and graph:
+        d = cs.graph.delta
+        nodes = len(d.insert_nodes) + len(d.update_nodes) + len(d.drop_nodes)
+    n = len(cs.writes) + len(cs.removals) + nodes
+    return n if n or graph else None
