@@ -10,11 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dialogmem._errors import LLMUnavailableError
+from dialogmem import LLMUnavailableError, SearchHit
 from dialogmem._models import NoLLM
 from dialogmem._read._hymem import HyMemAnswerer
 from dialogmem._settings import AnswerSettings
-from dialogmem._types import SearchHit
 
 HITS = [
     SearchHit(id="m-late", memory="Anna moved to Lisbon", score=0.9, time_stamp="2023-06-02T10:00:00",

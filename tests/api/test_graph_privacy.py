@@ -345,7 +345,7 @@ def test_graph_audit_lists_supporters_and_why(make_memory: Callable[..., Memory]
 
 
 def test_min_users_setting_is_used(make_memory: Callable[..., Memory]) -> None:
-    from dialogmem._errors import DialogmemError
+    from dialogmem import DialogmemError
 
     mem = make_memory("two", write={"context_turns": 0}, sleep={"ltm_min_users": 2})
     for user in ("alice", "bob"):

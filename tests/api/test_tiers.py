@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dialogmem import Memory, ScriptedLLM
-from dialogmem._errors import NotFoundError
-from dialogmem._types import Event
+from dialogmem import Event, Memory, NotFoundError, ScriptedLLM
 
 DAY = 86_400
 # eight unrelated facts, one per day (LLM-free: one memory per turn)
@@ -263,7 +261,7 @@ def test_llm_consolidator_with_scripted_model(make_memory: Callable[..., Memory]
 
 
 def test_llm_consolidator_falls_back_to_rules(make_memory: Callable[..., Memory]) -> None:
-    from dialogmem._errors import LLMUnavailableError
+    from dialogmem import LLMUnavailableError
 
     llm = ScriptedLLM(_consolidate_script(LLMUnavailableError("down")), max_retries=0)
     mem = make_memory(llm_client=llm, write={"extractor": "rules"},
@@ -321,7 +319,7 @@ def test_graph_query_cli_and_async(make_memory: Callable[..., Memory], tmp_path:
 
 @pytest.mark.parametrize("bad", [0, 10_001])
 def test_graph_rejects_bad_limit(make_memory: Callable[..., Memory], bad: int) -> None:
-    from dialogmem._errors import InputError
+    from dialogmem import InputError
 
     with pytest.raises(InputError):
         make_memory().graph(limit=bad)
@@ -329,7 +327,7 @@ def test_graph_rejects_bad_limit(make_memory: Callable[..., Memory], bad: int) -
 
 def test_a_failed_graph_commit_leaves_no_trace_and_is_retried(make_memory: Callable[..., Memory],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from dialogmem._errors import StoreError
+    from dialogmem import StoreError
     from dialogmem._journal._graph import GraphRows
 
     mem = make_memory()
@@ -351,7 +349,7 @@ def test_a_failed_graph_commit_leaves_no_trace_and_is_retried(make_memory: Calla
 
 
 def _hit(hid: str, turns: list[str], tier: str = "mtm") -> Any:
-    from dialogmem._types import SearchHit
+    from dialogmem import SearchHit
 
     return SearchHit(id=hid, memory=hid, score=1.0, time_stamp="", weekday="", speaker_name="",
                      source_turn_ids=turns, tier=tier)  # type: ignore[arg-type]

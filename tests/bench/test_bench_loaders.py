@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from dialogmem._errors import InputError
+from dialogmem import InputError
 from dialogmem.bench import load_locomo, load_longmemeval
 from dialogmem.bench._loaders import parse_locomo_time, parse_longmemeval_time
 

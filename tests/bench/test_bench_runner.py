@@ -20,8 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 import dialogmem
-from dialogmem._config import Config, LLMConfig
-from dialogmem._errors import ConfigError, InputError
+from dialogmem import Config, ConfigError, InputError, LLMConfig
 from dialogmem._models import LocalEmbedder, ScriptedLLM
 from dialogmem.bench import BenchSpec, NaiveRAG, bench_app, load_locomo, run_benchmark, summarise
 from dialogmem.bench._loaders import BenchConversation
@@ -387,8 +386,7 @@ def test_session_and_budget_recall_on_the_fixture(tmp_path: Path, embedder: Loca
 
 def test_dialogmem_render_is_the_facade_context(tmp_path: Path) -> None:
     """``DialogmemSystem.render`` gives ``SearchResult.context()`` of any subset of its hits."""
-    from dialogmem import SearchResult
-    from dialogmem._errors import NotFoundError
+    from dialogmem import NotFoundError, SearchResult
     from dialogmem.bench import DialogmemSystem, RetrievedHit
 
     conv = load_locomo(LOCOMO, ["conv-demo-2"]).conversations[0]

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dialogmem._config import EmbedderConfig
-from dialogmem._errors import ConfigError, InputError, LLMUnavailableError
+from dialogmem import ConfigError, EmbedderConfig, InputError, LLMUnavailableError
 from dialogmem._models import Embedder, LocalEmbedder, OpenAIEmbedder, make_embedder
 from dialogmem._usage import UsageTracker
 
@@ -274,7 +273,7 @@ def test_openai_embedder_unreachable() -> None:
 
 @pytest.mark.parametrize("spin", [True, False])
 def test_spin_wait_reaches_the_session(cache_dir: Path, spin: bool) -> None:
-    from dialogmem._config import EmbedderConfig
+    from dialogmem import EmbedderConfig
     from dialogmem._models._factory import make_embedder
 
     emb = make_embedder(EmbedderConfig(spin_wait=spin))

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
-from dialogmem._config import LLMConfig
+from dialogmem import LLMConfig
 from dialogmem._errors import (
     ConfigError,
     LLMError,

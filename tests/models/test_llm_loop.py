@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from dialogmem._errors import LLMOutputError
+from dialogmem import LLMOutputError
 from dialogmem._models._llm import LOOP_BLOCK, looping
 from dialogmem._models._llm_llamacpp import LlamaCppLLM
 from dialogmem._usage import UsageTracker

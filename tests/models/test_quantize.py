@@ -9,9 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dialogmem import Memory
-from dialogmem._config import EmbedderConfig
-from dialogmem._errors import ConfigError
+from dialogmem import ConfigError, EmbedderConfig, Memory
 from dialogmem._models import LocalEmbedder, make_embedder
 from dialogmem._models._bert_onnx import cached_onnx
 from dialogmem._models._embed import local_identity

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from dialogmem import Memory, ScriptedLLM
-from dialogmem._errors import LLMTimeoutError, NotFoundError
+from dialogmem import LLMTimeoutError, Memory, NotFoundError, ScriptedLLM
 from dialogmem._read._hymem_steps import match_lines
 
 RULES = {"write": {"extractor": "rules", "segmenter": "none"}, "sleep": {"updater": "rules"}}
@@ -219,7 +218,7 @@ def test_sources_and_expand_stay_within_the_user(make_memory: Any) -> None:
 
 
 def test_answer_arguments_are_checked(make_memory: Any) -> None:
-    from dialogmem._errors import InputError
+    from dialogmem import InputError
 
     mem, _ = store(make_memory, lambda stage, m: "x")
     with pytest.raises(InputError):

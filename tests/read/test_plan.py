@@ -11,8 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from dialogmem._errors import LLMTimeoutError
-from dialogmem._models import ScriptedLLM
+from dialogmem import LLMTimeoutError, ScriptedLLM
 from dialogmem._read import (
     LLMPlanner,
     QueryPlan,

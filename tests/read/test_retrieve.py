@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dialogmem._errors import InputError
+from dialogmem import InputError, MemoryRecord
 from dialogmem._models import LocalEmbedder, ScriptedLLM
 from dialogmem._read import (
     HypotheticalQuery,
@@ -30,7 +30,6 @@ from dialogmem._read import (
 )
 from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint
 from dialogmem._store._fusion import convex_fusion
-from dialogmem._types import MemoryRecord
 from dialogmem._usage import UsageTracker
 
 BASE = datetime(2023, 5, 1, 10, 0, tzinfo=UTC)

@@ -13,10 +13,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from dialogmem._errors import LLMTimeoutError
+from dialogmem import LLMTimeoutError, MemoryRecord
 from dialogmem._models import LocalEmbedder, ScriptedLLM
 from dialogmem._read import Candidate, HypotheticalQuery, LLMSelector, QueryPlan, RuleSelector
-from dialogmem._types import MemoryRecord
 
 BASE = datetime(2023, 5, 1, tzinfo=UTC)
 

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from dialogmem import InputError, NotFoundError, SleepReport, StoreError
 from dialogmem._apikeys import hash_secret, new_key, secret_matches, split_key
-from dialogmem._errors import InputError, NotFoundError, StoreError
 from dialogmem._journal import SCHEMA_VERSION
 from dialogmem._journal import SQLiteJournal as Journal
 from dialogmem._journal._schema import MIGRATIONS
 from dialogmem._server._errors import Conflict, status_for
 from dialogmem._server._jobs import SleepJobs
-from dialogmem._sleep._updater import SleepReport
 
 
 def test_key_format_and_hash() -> None:

@@ -10,8 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dialogmem import Memory
-from dialogmem._errors import StoreError
+from dialogmem import Memory, StoreError
 from dialogmem._server import create_app
 from serverkit import RULES_ONLY, answering_llm, bearer, rest_server, serve
 

@@ -205,8 +205,8 @@ def test_thresholds_are_used() -> None:
 
 
 def test_batch_selection_new_reactivated_and_evicted() -> None:
+    from dialogmem import MemoryRecord
     from dialogmem._sleep._consolidate import select_for_consolidation
-    from dialogmem._types import MemoryRecord
 
     def r(rid: str, updated: float, *, access: int = 0, last: float | None = None) -> MemoryRecord:
         return MemoryRecord(id=rid, user_id="u", memory=rid, time_stamp="2023-01-01T00:00:00",

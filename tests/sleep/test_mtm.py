@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from dialogmem import Event, MemoryRecord
 from dialogmem._models import LocalEmbedder
 from dialogmem._sleep._mtm import (
     EvictionPlan,
@@ -20,7 +21,6 @@ from dialogmem._sleep._mtm import (
     plan_eviction,
     utility,
 )
-from dialogmem._types import Event, MemoryRecord
 
 DAY = 86_400.0
 NOW = 2_000_000_000.0  # wall clock

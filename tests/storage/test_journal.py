@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dialogmem import InputError, SchemaVersionError, StoreError
+from dialogmem import Event, InputError, MemoryRecord, SchemaVersionError, StoreError, Turn
 from dialogmem._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from dialogmem._journal import SCHEMA_VERSION, IndexState, TurnStatus
 from dialogmem._journal import SQLiteJournal as Journal
-from dialogmem._types import Event, MemoryRecord, Turn
 from dialogmem._usage import StageUsage
 
 

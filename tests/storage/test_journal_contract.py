@@ -14,13 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dialogmem import InputError, SchemaVersionError, StoreError
+from dialogmem import Event, InputError, MemoryRecord, SchemaVersionError, StoreError, Turn
 from dialogmem._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from dialogmem._config import JournalConfig
 from dialogmem._journal import SCHEMA_VERSION, IndexState, Journal, TurnStatus, open_journal
 from dialogmem._journal._pg_schema import PG_MIGRATIONS
 from dialogmem._journal._schema import MIGRATIONS
-from dialogmem._types import Event, MemoryRecord, Turn
 from dialogmem._usage import StageUsage
 
 Opener = Callable[..., Journal]
@@ -361,9 +360,9 @@ def test_graph_support_counts_distinct_subjects_in_one_query(opener: Opener) -> 
 
 
 def test_evicted_items_are_marked_for_ltm_until_a_cycle_takes_them(opener: Opener) -> None:
+    from dialogmem import Event
     from dialogmem._changes import ChangeSet, GraphCommit, MemoryRemoval, MemoryWrite
     from dialogmem._graph import GraphDelta
-    from dialogmem._types import Event
 
     j = opener()
     rows = [_record(i) for i in range(3)]

@@ -173,9 +173,9 @@ def test_a_commit_aborted_by_a_deadlock_is_run_again(monkeypatch: pytest.MonkeyP
                                                      postgres_url: str, pg_schema: str) -> None:
     from psycopg import errors
 
+    from dialogmem import Turn
     from dialogmem._changes import ChangeSet
     from dialogmem._journal._memories import MemoryRows
-    from dialogmem._types import Turn
 
     journal = open_journal(JournalConfig(**_journal(postgres_url, pg_schema)), tmp_path / "unused")
     real, calls = MemoryRows.commit, []
@@ -204,9 +204,9 @@ def test_a_starting_node_applies_rows_a_dead_node_left_in_the_outbox(tmp_path: P
                                                                      pg_schema: str) -> None:
     import numpy as np
 
+    from dialogmem import Event, MemoryRecord
     from dialogmem._changes import ChangeSet, MemoryWrite
     from dialogmem._journal import IndexState
-    from dialogmem._types import Event, MemoryRecord
 
     opts = {"data_dir": tmp_path / "s", "journal": _journal(postgres_url, pg_schema),
             "store": {"backend": "qdrant", "url": ":memory:"}}

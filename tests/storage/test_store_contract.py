@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 import dialogmem._store as store
-from dialogmem._config import StoreConfig
-from dialogmem._errors import ConfigError, InputError, StoreError
+from dialogmem import ConfigError, InputError, MemoryRecord, StoreConfig, StoreError
 from dialogmem._store import (
     EdgeIndex,
     IndexFilter,
@@ -28,7 +27,6 @@ from dialogmem._store import (
     VectorIndex,
     open_index,
 )
-from dialogmem._types import MemoryRecord
 
 DIM = 384
 ADAPTERS = ["edge", "remote"]

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from dialogmem._errors import ConfigError
+from dialogmem import ConfigError
 from dialogmem._models import ChatMessage, LocalEmbedder, ScriptedLLM
 from dialogmem._text._tokens import count_tokens
 from dialogmem._write import BufferPolicy, WriteStages, due_batch, topic_id

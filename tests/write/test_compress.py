@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from dialogmem._errors import ConfigError
+from dialogmem import ConfigError
 from dialogmem._text._tokens import RegexTokenCounter, count_tokens, count_tokens_many
 from dialogmem._write._compress import (
     Compressor,

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from dialogmem import Memory, ScriptedLLM
-from dialogmem._errors import ConfigError, LLMTimeoutError, NotFoundError
+from dialogmem import ConfigError, LLMTimeoutError, Memory, NotFoundError, ScriptedLLM
 from dialogmem._write._events import EVENT_CLASS, event_units
 from dialogmem._write._extract import BufferedTurn
 

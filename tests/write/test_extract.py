@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from dialogmem._errors import LLMTimeoutError
+from dialogmem import LLMTimeoutError
 from dialogmem._models import ChatMessage, ScriptedLLM
 from dialogmem._write._extract import (
     FILLER_SALIENCE,

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from dialogmem import Event, LLMUnavailableError, Memory
-from dialogmem._models import ScriptedLLM
+from dialogmem import Event, LLMUnavailableError, Memory, ScriptedLLM
 
 LINE = re.compile(r"^\[[^\]]+\] (\d+)\.([^:]+): (.*)$", re.M)
 

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from dialogmem._errors import ConfigError, InputError
+from dialogmem import ConfigError, InputError
 from dialogmem._write._segment import (
     AttentionSimilaritySegmenter,
     NoSegmenter,

@@ -13,11 +13,10 @@ import json
 import numpy as np
 import pytest
 
-from dialogmem._errors import LLMTimeoutError
+from dialogmem import LLMTimeoutError, MemoryRecord
 from dialogmem._models import LocalEmbedder, ScriptedLLM
 from dialogmem._prompts.synthesize import SYNTHESIZE_SYSTEM
 from dialogmem._text._words import content_tokens
-from dialogmem._types import MemoryRecord
 from dialogmem._write._synthesize import (
     Fragment,
     RuleConfig,

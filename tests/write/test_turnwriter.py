@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from dialogmem._models import ScriptedLLM
+from dialogmem import ScriptedLLM
 from dialogmem._types import Event, MemoryRecord, ScoredRecord
 from dialogmem._write._extract import BufferedTurn
 from dialogmem._write._reconcile import ReconcileThresholds, apply_reconcile, evidence, reconcile

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from dialogmem._models import ScriptedLLM
+from dialogmem import ScriptedLLM
 from dialogmem._prompts.extract import EXTRACT_WINDOW_SYSTEM
 from dialogmem._write._extract import BufferedTurn, ExtractionOutput
 from dialogmem._write._window import (

@@ -16,10 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dialogmem import ConfigError, Memory
-from dialogmem._models import ScriptedLLM
+from dialogmem import ConfigError, Memory, MemoryRecord, ScriptedLLM
 from dialogmem._text._words import content_tokens
-from dialogmem._types import MemoryRecord
 from dialogmem._write import BufferedTurn
 from dialogmem._write._interactions import due_interactions
 from dialogmem._write._online import synthesis_changes
