@@ -20,6 +20,7 @@ from ._errors import (
 )
 from ._facade._async import AsyncMemory
 from ._facade._memory import Memory
+from ._facade._transfer import ExportReport, ImportReport
 from ._graph import GraphEdge, GraphNode, LTMGraph
 from ._models import Embedder, LLMClient, ScriptedLLM
 from ._read import Answer
@@ -56,9 +57,11 @@ __all__ = [
     "Embedder",
     "EmbedderConfig",
     "Event",
+    "ExportReport",
     "GraphEdge",
     "GraphNode",
     "HistoryEntry",
+    "ImportReport",
     "IndexFilter",
     "InputError",
     "LLMClient",

@@ -244,6 +244,55 @@ def repair(config: ConfigOpt = None, data_dir: DataOpt = None,
     _print_json(report.model_dump())
 
 
+@app.command()
+def export(output: Annotated[str, typer.Option("--output", "-o", help="JSON Lines file to write ('-': stdout)")],
+           user: Annotated[str | None, typer.Option("--user", "-u", help="the user to export")] = None,
+           all_users: Annotated[bool, typer.Option("--all", help="every user of the store")] = False,
+           vectors: Annotated[bool, typer.Option("--vectors/--no-vectors",
+                                                 help="carry the vectors (else computed on import)")] = True,
+           config: ConfigOpt = None, data_dir: DataOpt = None, read_only: ReadOnlyOpt = False) -> None:
+    """Write a user's (or every user's) turns, memories and history as dialogmem's JSON Lines format."""
+    if (user is None) == (not all_users):
+        raise fail("give --user U or --all")
+    target: Any = sys.stdout if output == "-" else Path(output)
+    report = _run(config, data_dir, lambda m: m.export(target, user, all_users=all_users, vectors=vectors),
+                  read_only=read_only)
+    typer.echo(f"exported {report.turns} turns, {report.quarantined} quarantined, {report.memories} memories, "
+               f"{report.history} history rows of {len(report.users)} users", err=output == "-")
+
+
+@app.command("import")
+def import_(file: Annotated[str, typer.Argument(help="a dialogmem export (JSON Lines; '-': stdin)")],
+            source_format: Annotated[str, typer.Option(
+                "--from", help="dialogmem (an export), mem0 (get_all output), openai (messages lists)")
+            ] = "dialogmem",
+            user: Annotated[str | None, typer.Option("--user", "-u", help="the user (--from mem0/openai)")] = None,
+            history: Annotated[Path | None, typer.Option("--history", help="--from mem0: JSON object memory id -> "
+                                                          "mem0 history rows")] = None,
+            config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
+    """Add the records of an export file (a bad line imports nothing; records already held are kept), or
+    another layer's data."""
+    if source_format not in ("dialogmem", "mem0", "openai"):
+        raise fail(f"--from takes dialogmem, mem0 or openai, not {source_format!r}")
+    if (user is None) != (source_format == "dialogmem"):
+        raise fail("--user goes with --from mem0 or openai (a dialogmem export names its users)")
+    if source_format == "dialogmem":
+        source: Any = sys.stdin if file == "-" else Path(file)
+        _print_json(_run(config, data_dir, lambda m: m.import_(source)).model_dump())
+        return
+    assert user is not None
+    if source_format == "openai":
+        got = _run(config, data_dir, lambda m: m.import_chats(Path(file), user))
+        typer.echo(f"added {len(got.turn_ids)} turns for {user}: {len(got.memories)} memories stored")
+        return
+    try:
+        data = json.loads(Path(file).read_text(encoding="utf-8"))
+        rows = json.loads(history.read_text(encoding="utf-8")) if history is not None else None
+    except (OSError, ValueError) as exc:
+        raise fail(f"cannot read mem0 data: {exc}") from None
+    _print_json(_run(config, data_dir, lambda m: m.import_mem0(data, user, history=rows)).model_dump())
+
+
 quarantine_app = typer.Typer(help="Accepted turns whose processing failed: list, retry or drop them.",
                              no_args_is_help=True)
 app.add_typer(quarantine_app, name="quarantine")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dialogmem import Event, InputError, MemoryRecord, SchemaVersionError, StoreError, Turn
+from dialogmem import Event, HistoryEntry, InputError, MemoryRecord, SchemaVersionError, StoreError, Turn
 from dialogmem._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from dialogmem._config import JournalConfig
 from dialogmem._journal import SCHEMA_VERSION, IndexState, Journal, TurnStatus, open_journal
@@ -390,3 +390,31 @@ def test_api_keys_are_stored_hashed_and_revocable(opener: Opener) -> None:
     assert j.verify_key(key) is None and [k.key_id for k in j.list_keys()] == [admin.key_id]
     with pytest.raises(InputError):
         j.create_key("admin", "u")
+
+
+def test_rows_imported_keep_status_counts_and_history_and_are_added_once(opener: Opener) -> None:
+    j = opener()
+    history = [HistoryEntry(memory_id=_record(1).id, event=Event.ADD, old_memory=None, new_memory="memory 1",
+                            timestamp=5.5, actor="user"),
+               HistoryEntry(memory_id=_record(2).id, event=Event.DELETE, old_memory="memory 2", new_memory=None,
+                            timestamp=6.5, actor="user", previous=_record(2))]
+    counted = _record(1).model_copy(update={"access_count": 3, "last_accessed": 9.0})
+    rows = {"turns": [(_turn(1), TurnStatus.PROCESSED, None), (_turn(2), TurnStatus.QUARANTINED, "bug"),
+                      (_turn(3), TurnStatus.DROPPED, None)],
+            "memories": [(counted, "active", _vec(1)), (_record(2), "deleted", None)],
+            "history": history}
+    assert j.import_rows("u", **rows) == {"turns": 3, "memories": 2, "history": 2}  # type: ignore[arg-type]
+    assert j.import_rows("u", **rows) == {"turns": 0, "memories": 0, "history": 0}  # type: ignore[arg-type]
+    got = j.turn_rows("u")
+    assert [(t.id, s, e) for t, s, e in got] == [
+        ("t1", TurnStatus.PROCESSED, None), ("t2", TurnStatus.QUARANTINED, "bug"), ("t3", TurnStatus.DROPPED, None)]
+    assert [t.id for t, _, _ in j.turn_rows("u", after_seq=got[0][0].seq, limit=1)] == ["t2"]
+    assert j.memory("u", counted.id) == counted and j.memory("u", _record(2).id) is None
+    assert j.memory("u", _record(2).id, statuses=("deleted",)) == _record(2)
+    assert np.array_equal(j.vectors("u", [counted.id])[counted.id], _vec(1))
+    assert [(r.id, s) for r, _, s in j.index_rows(states=(IndexState.UPSERT, IndexState.REMOVE))] == [
+        (counted.id, IndexState.UPSERT)]
+    assert j.history(_record(1).id, "u") == history[:1] and j.history(_record(2).id, "u") == history[1:]
+    assert j.speakers("u") == ["S0", "S1"]
+    with pytest.raises(StoreError, match="taken by another user"):
+        j.import_rows("v", memories=[(_record(1, user="v"), "active", None)])

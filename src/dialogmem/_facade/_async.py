@@ -8,7 +8,8 @@ under a lock, by whichever call comes first.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
@@ -26,6 +27,7 @@ from .._sync._repair import RepairReport
 from .._types import AddResult, HistoryEntry, MemoryRecord, QuarantinedTurn, SearchHit, SearchResult, SourceTurn
 from ._conversation import Conversation
 from ._memory import Memory, Messages, When
+from ._transfer import Destination, ExportReport, ImportReport
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -93,6 +95,23 @@ class AsyncMemory:
     async def import_records(self, records: Iterable[MemoryRecord | dict[str, Any]], *,
                              vectors: np.ndarray | None = None) -> int:
         return await self._run((await self._ensure()).import_records, records, vectors=vectors)
+
+    async def export(self, destination: Destination, user_id: str | None = None, *, all_users: bool = False,
+                     vectors: bool = True) -> ExportReport:
+        """``Memory.export`` in a worker thread (a file object is written from that thread)."""
+        return await self._run((await self._ensure()).export, destination, user_id, all_users=all_users,
+                               vectors=vectors)
+
+    async def import_(self, source: Destination) -> ImportReport:
+        """``Memory.import_`` in a worker thread."""
+        return await self._run((await self._ensure()).import_, source)
+
+    async def import_mem0(self, memories: Mapping[str, Any] | Sequence[Mapping[str, Any]], user_id: str, *,
+                          history: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> ImportReport:
+        return await self._run((await self._ensure()).import_mem0, memories, user_id, history=history)
+
+    async def import_chats(self, source: str | Path, user_id: str) -> AddResult:
+        return await self._run((await self._ensure()).import_chats, source, user_id)
 
     async def search(self, query: str, user_id: str, *, limit: int | None = None,
                      filters: IndexFilter | dict[str, Any] | None = None, reference_time: When | None = None,

@@ -44,6 +44,7 @@ from ._lifecycle import CallGate, StoreLock
 from ._offline import Offline
 from ._open import Parts, open_parts
 from ._operators import Operations, finish_repair, prepare_repair
+from ._transfer import Transfer
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ Messages = str | dict[str, Any] | Message | Sequence[str | dict[str, Any] | Mess
 When = str | float | datetime
 
 
-class Memory(Operations, Offline):
+class Memory(Operations, Offline, Transfer):
     """Long-term memory for one store (a data directory), shared by any number of users.
 
     Every id-based call takes ``user_id`` and only ever sees that user's records: another user's

@@ -129,6 +129,58 @@ class MemoryRows:
         else:
             self._unqueue_for_ltm(db, [(user_id, r.id)])
 
+    # -- rows copied from an export ---------------------------------------------------------
+    def import_rows(self, user_id: str, *, turns: Sequence[tuple[Turn, TurnStatus, str | None]] = (),
+                    memories: Sequence[tuple[MemoryRecord, str, np.ndarray | None]] = (),
+                    history: Sequence[HistoryEntry] = ()) -> dict[str, int]:
+        """Rows of one user copied from an export as they were, in one transaction: turns with their
+        status and error, memories with their status (active, evicted, deleted), vector and access
+        counts, history rows with their own times. What the journal holds already is left as it is
+        (a turn of the same id, a memory of the same id, an identical history row), so importing a
+        file again adds nothing. Active memories enter the index outbox. Returns how many were added."""
+        now = time.time()
+        added = {"turns": 0, "memories": 0, "history": 0}
+        with self._tx() as db:
+            for t, status, error in turns:
+                if t.user_id != user_id:
+                    raise StoreError(f"turn {t.id} belongs to another user than {user_id}")
+                if db.execute("SELECT 1 FROM turns WHERE user_id=? AND id=?", (user_id, t.id)).fetchone():
+                    continue
+                self._insert_turns(db, [t], now)
+                db.execute("UPDATE turns SET processed=?, error=? WHERE user_id=? AND id=?",
+                           (int(status), error, user_id, t.id))
+                added["turns"] += 1
+            for r, memory_status, vector in memories:
+                if self._import_memory(db, user_id, r, memory_status, vector, now):
+                    added["memories"] += 1
+            for e in history:
+                if db.execute("SELECT 1 FROM history WHERE user_id=? AND memory_id=? AND event=? AND timestamp=? "
+                              "AND actor=?", (user_id, e.memory_id, e.event.value, e.timestamp, e.actor)).fetchone():
+                    continue
+                self._insert_history(db, user_id, e)
+                added["history"] += 1
+        return added
+
+    @staticmethod
+    def _import_memory(db: sqlite3.Connection, user_id: str, r: MemoryRecord, status: str,
+                       vector: np.ndarray | None, now: float) -> bool:
+        if r.user_id != user_id:
+            raise StoreError(f"memory {r.id} belongs to another user than {user_id}")
+        owner = db.execute("SELECT user_id FROM memories WHERE id=?", (r.id,)).fetchone()
+        if owner is not None:
+            if owner[0] != user_id:
+                raise StoreError(f"memory id {r.id} is taken by another user")
+            return False
+        blob = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
+        state = IndexState.UPSERT if status == "active" else IndexState.SYNCED  # new ids: nothing to remove
+        db.execute(
+            "INSERT INTO memories (id, user_id, status, tier, agent_id, session_id, speaker_name, float_time_stamp, "
+            "version, payload, vector, access_count, last_accessed, index_state, index_error, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+            (r.id, user_id, status, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp,
+             r.version, _payload(r), blob, r.access_count, r.last_accessed, int(state), now))
+        return True
+
     # -- reads ------------------------------------------------------------------------------
     def memory(self, user_id: str, memory_id: str, *, statuses: Sequence[str] = ("active",)) -> MemoryRecord | None:
         rows = self._query(f"{_SELECT} WHERE user_id=? AND id=? AND status IN ({_marks(statuses)})",

@@ -180,7 +180,7 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
                        (t.user_id, t.speaker))
 
     @staticmethod
-    def _turn(row: sqlite3.Row) -> Turn:
+    def _turn(row: sqlite3.Row | dict[str, Any]) -> Turn:
         data = dict(row)
         data.pop("error", None)
         data["metadata"] = json.loads(data["metadata"])
@@ -203,6 +203,19 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
         if limit is not None:
             params.append(limit)
         return [self._turn(r) for r in self._query(sql, params)]
+
+    def turn_rows(self, user_id: str, *, after_seq: int = 0,
+                  limit: int = 1000) -> list[tuple[Turn, TurnStatus, str | None]]:
+        """This user's turns in journal order after ``after_seq`` (a page of an export), each with its
+        status and error."""
+        rows = self._query(f"SELECT {_TURN_COLUMNS}, processed, error FROM turns WHERE user_id=? AND seq>? "
+                           "ORDER BY seq LIMIT ?", (user_id, after_seq, limit))
+        out = []
+        for r in rows:
+            data = dict(r)
+            status, error = TurnStatus(data.pop("processed")), data.pop("error")
+            out.append((self._turn(data), status, error))
+        return out
 
     def pending_turns(self, user_id: str) -> list[Turn]:
         return self.turns(user_id, status=TurnStatus.PENDING)

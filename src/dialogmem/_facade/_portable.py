@@ -1,0 +1,135 @@
+"""The portable format of ``dialogmem export`` / ``dialogmem import``: versioned JSON Lines.
+
+A file is one header line, then one line per record, each a JSON object whose ``kind`` says what
+it holds:
+
+* ``header`` — the format's name and version, and the embedder whose vectors the file carries
+  (``null`` when it carries none);
+* ``turn`` — a raw turn (HyMem's L2) with its status: ``processed``, ``pending`` (waiting for its
+  batch) or ``dropped`` (an operator gave up on it);
+* ``quarantined`` — a turn whose processing failed, with the reason;
+* ``memory`` — a memory record (id, sources, times, metadata, access counts...) with its status
+  (``active``, ``evicted`` from MTM, ``deleted``) and, optionally, its vector (base64 of
+  little-endian float32);
+* ``history`` — one change of one memory, with its own time and the whole previous record.
+
+Pure data: no I/O. ``docs/export-schema.json`` is generated from these models (:func:`json_schema`)
+and a test checks that the committed file is the generated one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .._journal import TurnStatus
+from .._types import HistoryEntry, MemoryRecord, Turn
+
+FORMAT = "dialogmem-export"
+VERSION = 1
+
+TurnState = Literal["processed", "pending", "dropped"]
+MemoryStatus = Literal["active", "evicted", "deleted"]
+
+TURN_STATUS: dict[str, TurnStatus] = {"processed": TurnStatus.PROCESSED, "pending": TurnStatus.PENDING,
+                                      "dropped": TurnStatus.DROPPED}
+
+
+class _Line(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HeaderLine(_Line):
+    """The first line of every file."""
+
+    kind: Literal["header"] = "header"
+    format: Literal["dialogmem-export"] = "dialogmem-export"
+    version: int = Field(VERSION, ge=1, description="the format version; this dialogmem reads version 1")
+    embedder: str | None = Field(None, description="identity of the embedder that wrote the vectors of the "
+                                 "memory lines (null: the file carries no vectors; they are computed on import)")
+    users: list[str] = Field(default_factory=list, description="the users whose records follow")
+    exported_at: float = Field(0.0, description="Unix time of the export")
+    source: str = Field("dialogmem", description="what wrote the file (dialogmem, mem0, ...)")
+
+
+class TurnLine(_Line):
+    """A raw turn, as the journal keeps it. ``turn.seq`` is not carried (0): the order of the lines is."""
+
+    kind: Literal["turn"] = "turn"
+    status: TurnState = "processed"
+    turn: Turn
+
+
+class QuarantinedLine(_Line):
+    """A turn whose processing failed, waiting for an operator (retry or drop)."""
+
+    kind: Literal["quarantined"] = "quarantined"
+    error: str
+    turn: Turn
+
+
+class MemoryLine(_Line):
+    """A memory record with its status and, optionally, its dense vector."""
+
+    kind: Literal["memory"] = "memory"
+    status: MemoryStatus = "active"
+    vector: str | None = Field(None, description="base64 of the little-endian float32 vector, written by the "
+                               "header's embedder")
+    record: MemoryRecord
+
+
+class HistoryLine(_Line):
+    """One change of one memory of ``user_id``."""
+
+    kind: Literal["history"] = "history"
+    user_id: str
+    entry: HistoryEntry
+
+
+RecordLine = Annotated[TurnLine | QuarantinedLine | MemoryLine | HistoryLine, Field(discriminator="kind")]
+AnyLine = Annotated[HeaderLine | TurnLine | QuarantinedLine | MemoryLine | HistoryLine, Field(discriminator="kind")]
+
+RECORD_LINE: TypeAdapter[TurnLine | QuarantinedLine | MemoryLine | HistoryLine] = TypeAdapter(RecordLine)
+
+
+def dump_line(line: BaseModel) -> str:
+    """One line of the file (no newline), compact, fields in a fixed order."""
+    return line.model_dump_json(exclude_none=False)
+
+
+def encode_vector(vector: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(text: str) -> np.ndarray:
+    """The float32 vector of a memory line; ``ValueError`` when the text is not one."""
+    raw = base64.b64decode(text.encode("ascii"), validate=True)
+    if not raw or len(raw) % 4:
+        raise ValueError(f"a vector is a whole number of float32 values, got {len(raw)} bytes")
+    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    if not np.all(np.isfinite(vector)) or not np.any(vector):
+        raise ValueError("a vector must be finite and non-zero")
+    return vector
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of one line of the file (``docs/export-schema.json``)."""
+    schema = TypeAdapter(AnyLine).json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://dialogmem.dev/schema/{FORMAT}-v{VERSION}.json",
+        "title": f"{FORMAT} version {VERSION}: one line of a JSON Lines file",
+        "description": ("A dialogmem export is UTF-8 JSON Lines: the first line is a header, every other line "
+                        "a turn, quarantined, memory or history record. Importing refuses a file whose line "
+                        "does not match, naming the line."),
+        **schema,
+    }
+
+
+def schema_text() -> str:
+    """The committed ``docs/export-schema.json``, byte for byte."""
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"

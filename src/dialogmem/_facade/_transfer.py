@@ -1,0 +1,466 @@
+"""Export and import of whole users in the portable format (``_portable``): ``dialogmem export`` / ``import``.
+
+Export streams: turns a page at a time in journal order, then memories a page at a time (active,
+evicted, deleted), each followed by its history. Import reads the file twice: the first pass
+validates every line and checks it against the store (ids taken by another user, a turn id with
+other content, a vector of the wrong size) and writes nothing; only a file that passes is written,
+``BATCH`` lines per journal transaction. Rows the store holds already are kept as they are, so
+importing a file again adds nothing, and an import cut off by a crash completes when run again.
+
+A mixin of ``Memory``: it relies on the facade's ``_parts``, ``config``, ``_call()`` and ``_writable()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
+
+from .._errors import InputError, StoreError, first_problem
+from .._journal import TurnStatus
+from .._models._factory import embedder_identity
+from .._store._payload import point_id
+from .._types import AddResult, HistoryEntry, MemoryRecord, Turn
+from ._foreign import chat_logs, mem0_lines
+from ._host import FacadeHost
+from ._input import check_bounded_text, check_id, check_metadata
+from ._portable import (
+    RECORD_LINE,
+    TURN_STATUS,
+    VERSION,
+    HeaderLine,
+    HistoryLine,
+    MemoryLine,
+    MemoryStatus,
+    QuarantinedLine,
+    TurnLine,
+    decode_vector,
+    dump_line,
+    encode_vector,
+)
+
+log = logging.getLogger(__name__)
+
+BATCH = 500  # lines per journal transaction on import, rows per page on export
+KINDS = ("turn", "quarantined", "memory", "history")
+_STATUSES: tuple[MemoryStatus, ...] = ("active", "evicted", "deleted")
+
+Destination = str | Path | IO[str]
+
+
+class ExportReport(BaseModel):
+    """What ``Memory.export`` wrote."""
+
+    users: list[str]
+    turns: int = 0
+    quarantined: int = 0
+    memories: int = 0
+    history: int = 0
+    vectors: bool = False
+    seconds: float = 0.0
+
+
+class ImportReport(BaseModel):
+    """What ``Memory.import_`` added (rows the store held already are ``skipped``, never changed)."""
+
+    users: list[str]
+    turns: int = 0
+    quarantined: int = 0
+    memories: int = 0
+    history: int = 0
+    skipped_turns: int = 0
+    skipped_memories: int = 0
+    embedded: int = Field(0, description="memories whose vector was computed on import (none in the file, or "
+                                         "written by another embedder)")
+    without_sources: list[str] = Field(default_factory=list, description="ids of imported memories none of "
+                                       "whose source turns (L2) the store holds: they cannot be expanded")
+    seconds: float = 0.0
+
+
+@dataclass
+class _Plan:
+    """What the validating pass learnt: the header, what to skip, and what to report."""
+
+    header: HeaderLine
+    use_vectors: bool
+    users: set[str] = field(default_factory=set)
+    skip_memories: set[str] = field(default_factory=set)
+    file_turns: dict[str, set[str]] = field(default_factory=dict)
+    file_memories: dict[str, str] = field(default_factory=dict)  # memory id -> user
+    sources: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # memory id -> (user, turn ids)
+
+
+@dataclass
+class _Batch:
+    turns: list[tuple[Turn, TurnStatus, str | None]] = field(default_factory=list)
+    memories: list[tuple[MemoryRecord, str, np.ndarray | None]] = field(default_factory=list)
+    history: list[HistoryEntry] = field(default_factory=list)
+
+
+class Transfer(FacadeHost):
+    """Export and import of the portable format: verbs of ``Memory``."""
+
+    _speakers: dict[str, list[str]]
+    _speakers_lock: threading.Lock
+
+    # -- export -------------------------------------------------------------------------------
+    def export(self, destination: Destination, user_id: str | None = None, *, all_users: bool = False,
+               vectors: bool = True) -> ExportReport:
+        """Write one user's records (or, with ``all_users``, every user's) to ``destination`` (a path,
+        written to a temporary file and renamed when complete, or an open text file): raw turns,
+        quarantined turns, memories of every status with their ids, sources, times, metadata and
+        history, and with ``vectors`` their vectors and the embedder that wrote them."""
+        with self._call():
+            if (user_id is None) == (not all_users):
+                raise InputError("export takes a user_id or all_users=True (not both)")
+            users = [check_id("user_id", user_id)] if user_id is not None else sorted(
+                self._parts.journal.store_identities()[1])
+            started = time.perf_counter()
+            if not self.config.read_only:
+                self._parts.writer.flush_counters()  # access counts still in memory go out too
+            report = ExportReport(users=users, vectors=vectors)
+            with _writing(destination) as out:
+                header = HeaderLine(embedder=self._embedder_id() if vectors else None, users=users,
+                                    exported_at=time.time())
+                out.write(dump_line(header) + "\n")
+                for uid in users:
+                    for line in self._user_lines(uid, vectors):
+                        out.write(dump_line(line) + "\n")
+                        _count(report, line)
+            report.seconds = round(time.perf_counter() - started, 3)
+            return report
+
+    def _embedder_id(self) -> str:
+        return self._parts.journal.meta("embedder") or embedder_identity(self.config.embedder)
+
+    def _user_lines(self, user_id: str, vectors: bool) -> Iterator[BaseModel]:
+        j = self._parts.journal
+        after = 0
+        while page := self._parts.journal.turn_rows(user_id, after_seq=after, limit=BATCH):
+            for turn, status, error in page:
+                after = turn.seq
+                turn = turn.model_copy(update={"seq": 0})
+                if status is TurnStatus.QUARANTINED:
+                    yield QuarantinedLine(turn=turn, error=error or "")
+                else:
+                    yield TurnLine(turn=turn, status=_turn_state(status))
+        for memory_status in _STATUSES:
+            last: str | None = None
+            while page_m := j.memories(user_id, statuses=(memory_status,), after_id=last, limit=BATCH):
+                vecs = j.vectors(user_id, [r.id for r in page_m]) if vectors else {}
+                for r in page_m:
+                    v = vecs.get(r.id)
+                    yield MemoryLine(record=r, status=memory_status, vector=encode_vector(v) if v is not None else None)
+                    for entry in j.history(r.id, user_id):
+                        yield HistoryLine(user_id=user_id, entry=entry)
+                last = page_m[-1].id
+
+    # -- import -------------------------------------------------------------------------------
+    def import_(self, source: Destination) -> ImportReport:
+        """Add the records of an export file (``export``'s format, or one made by an importer of
+        another layer's data). Every line is validated first, against the format and the store; a
+        bad line is an ``InputError`` naming it, and nothing of the file is written. Rows the store
+        holds already (same ids) are left as they are. Vectors are used when the file's embedder is
+        the store's, and computed again otherwise."""
+        with self._call():
+            self._writable()
+            started = time.perf_counter()
+            with _reading(source) as (name, f):
+                plan = self._check_file(name, f)
+                f.seek(0)
+                report = self._write_file(f, plan)
+            with self._speakers_lock:  # imported turns may bring new speakers
+                for uid in plan.users:
+                    self._speakers.pop(uid, None)
+            report.without_sources = self._without_sources(plan)
+            if report.without_sources:
+                log.info("%d imported memories have no raw turns (L2) in the store", len(report.without_sources))
+            report.seconds = round(time.perf_counter() - started, 3)
+            return report
+
+    def import_mem0(self, memories: Mapping[str, Any] | Sequence[Mapping[str, Any]], user_id: str, *,
+                    history: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> ImportReport:
+        """mem0's ``get_all`` output of one user (and ``history``: memory id -> mem0's ``history`` rows),
+        imported as ``import_`` does. mem0 keeps no raw turns: these are memories without L2 sources
+        (``without_sources`` lists them; ``metadata.imported_from`` is ``"mem0"``)."""
+        check_id("user_id", user_id)
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as f:
+            for line in mem0_lines(memories, user_id, history=history):
+                f.write(dump_line(line) + "\n")
+            f.seek(0)
+            return self.import_(f)
+
+    def import_chats(self, source: str | Path, user_id: str) -> AddResult:
+        """Plain chat logs through the write path (their memories are made here, with L2 sources): a
+        JSON file holding one OpenAI ``messages`` list (or ``{"messages": [...]}``), or JSON Lines
+        holding one conversation per line. Each conversation is a session (``<file stem>-<n>``). Every
+        conversation is read and checked before the first is added."""
+        check_id("user_id", user_id)
+        path = Path(source)
+        conversations = chat_logs(path)
+        out = AddResult(turn_ids=[])
+        for n, messages in enumerate(conversations, 1):
+            got = self.add(messages, user_id, session_id=f"{path.stem}-{n}", flush=True)
+            out.turn_ids += got.turn_ids
+            out.memories += got.memories
+            out.quarantined += got.quarantined
+        return out
+
+    def add(self, messages: Any, user_id: str, *, session_id: str | None = None, flush: bool = False) -> AddResult:
+        raise NotImplementedError  # provided by Memory
+
+    def _check_file(self, name: str, f: IO[str]) -> _Plan:
+        lines = _numbered(f, name)
+        first = next(lines, None)
+        if first is None:
+            raise InputError(f"{name} is empty: an export starts with a header line")
+        header = _header(name, *first)
+        store_embedder = self._embedder_id()
+        plan = _Plan(header=header, use_vectors=header.embedder == store_embedder)
+        pending_turns: dict[str, dict[str, tuple[int, str]]] = {}
+        orphans: list[tuple[int, str, str]] = []  # history rows met before their memory: (line, user, memory)
+        for n, text in lines:
+            try:
+                line = RECORD_LINE.validate_json(text)
+            except ValidationError as exc:
+                where, what = first_problem(exc)
+                where = where.partition(".")[2] if where.split(".")[0] in KINDS else where  # the kind's own tag
+                raise InputError(f"{name} line {n}: {where + ': ' if where else ''}{what}") from None
+            try:
+                self._check_line(plan, n, line, pending_turns, orphans)
+            except InputError as exc:
+                raise InputError(f"{name} line {n}: {exc}") from None
+            if sum(map(len, pending_turns.values())) >= BATCH:
+                self._check_turns(name, pending_turns)
+        self._check_turns(name, pending_turns)
+        for n, uid, mid in orphans:
+            if plan.file_memories.get(mid) != uid:
+                raise InputError(f"{name} line {n}: a history row of memory {mid}, which is not a memory of user "
+                                 f"{uid!r} in this file")
+        return plan
+
+    def _check_line(self, plan: _Plan, n: int, line: TurnLine | QuarantinedLine | MemoryLine | HistoryLine,
+                    pending_turns: dict[str, dict[str, tuple[int, str]]],
+                    orphans: list[tuple[int, str, str]]) -> None:
+        w = self.config.write
+        if isinstance(line, TurnLine | QuarantinedLine):
+            t = line.turn
+            uid = check_id("user_id", t.user_id)
+            check_id("turn id", t.id)
+            check_bounded_text(f"turn {t.id}", t.content, w.max_turn_chars, "write.max_turn_chars")
+            check_metadata(f"turn {t.id} metadata", t.metadata, w.max_metadata_bytes)
+            seen = plan.file_turns.setdefault(uid, set())
+            if t.id in seen:
+                raise InputError(f"turn {t.id!r} of user {uid!r} appears twice")
+            seen.add(t.id)
+            plan.users.add(uid)
+            pending_turns.setdefault(uid, {})[t.id] = (n, t.content)
+        elif isinstance(line, MemoryLine):
+            r = line.record
+            uid = check_id("user_id", r.user_id)
+            if point_id(r.id) != r.id:
+                raise InputError(f"memory id {r.id!r} must be a UUID string in canonical form")
+            check_bounded_text(f"memory {r.id}", r.memory, 10_000_000, "the text limit")
+            check_metadata(f"memory {r.id} metadata", r.metadata, w.max_metadata_bytes)
+            if r.id in plan.file_memories:
+                raise InputError(f"memory {r.id} appears twice")
+            owner = self._parts.journal.memory_owner(r.id)
+            if owner is not None and owner != uid:
+                raise InputError(f"memory id {r.id} already belongs to another user")
+            if owner is not None:
+                plan.skip_memories.add(r.id)
+            self._check_vector(plan, line)
+            plan.file_memories[r.id] = uid
+            plan.users.add(uid)
+            if owner is None:
+                plan.sources[r.id] = (uid, list(r.source_turn_ids))
+        else:
+            uid = check_id("user_id", line.user_id)
+            check_id("actor", line.entry.actor)
+            if line.entry.previous is not None and line.entry.previous.user_id != uid:
+                raise InputError(f"a history row of user {uid!r} holds a record of another user")
+            if plan.file_memories.get(line.entry.memory_id) != uid:
+                orphans.append((n, uid, line.entry.memory_id))
+
+    def _check_vector(self, plan: _Plan, line: MemoryLine) -> None:
+        if line.vector is None:
+            return
+        if plan.header.embedder is None:
+            raise InputError("a vector, but the header names no embedder that wrote it")
+        try:
+            vector = decode_vector(line.vector)
+        except ValueError as exc:
+            raise InputError(f"vector: {exc}") from None
+        if plan.use_vectors and vector.shape[0] != self._parts.embedder.dim:
+            raise InputError(f"vector has {vector.shape[0]} dimensions; the store's embedder makes "
+                             f"{self._parts.embedder.dim}")
+
+    def _check_turns(self, name: str, pending: dict[str, dict[str, tuple[int, str]]]) -> None:
+        """Turns of the file that the store holds with other content are refused (ids name one turn)."""
+        for uid, by_id in pending.items():
+            for held in self._parts.journal.turns(uid, ids=list(by_id)):
+                n, content = by_id[held.id]
+                if held.content != content:
+                    raise InputError(f"{name} line {n}: turn {held.id!r} of user {uid!r} is already stored with "
+                                     "other content")
+        pending.clear()
+
+    def _write_file(self, f: IO[str], plan: _Plan) -> ImportReport:
+        report = ImportReport(users=sorted(plan.users))
+        lines = _numbered(f)
+        next(lines)  # the header
+        batch: list[TurnLine | QuarantinedLine | MemoryLine | HistoryLine] = []
+        for _, text in lines:
+            batch.append(RECORD_LINE.validate_json(text))
+            if len(batch) >= BATCH:
+                self._write_batch(batch, plan, report)
+                batch = []
+        self._write_batch(batch, plan, report)
+        return report
+
+    def _write_batch(self, lines: list[TurnLine | QuarantinedLine | MemoryLine | HistoryLine], plan: _Plan,
+                     report: ImportReport) -> None:
+        by_user: dict[str, _Batch] = {}
+        for line in lines:
+            if isinstance(line, TurnLine):
+                by_user.setdefault(line.turn.user_id, _Batch()).turns.append(
+                    (line.turn, TURN_STATUS[line.status], None))
+            elif isinstance(line, QuarantinedLine):
+                by_user.setdefault(line.turn.user_id, _Batch()).turns.append(
+                    (line.turn, TurnStatus.QUARANTINED, line.error[:2000]))
+            elif isinstance(line, MemoryLine):
+                if line.record.id in plan.skip_memories:
+                    report.skipped_memories += 1
+                    continue
+                vector = decode_vector(line.vector) if plan.use_vectors and line.vector is not None else None
+                by_user.setdefault(line.record.user_id, _Batch()).memories.append((line.record, line.status, vector))
+            elif line.entry.memory_id not in plan.skip_memories:
+                by_user.setdefault(line.user_id, _Batch()).history.append(line.entry)
+        for uid, b in by_user.items():
+            self._embed_missing(b, report)
+            active = sum(1 for _, status, _ in b.memories if status == "active")
+            with self._parts.ingest.user_lock(uid):
+                self._parts.index.check_room(active)
+                added = self._parts.journal.import_rows(uid, turns=b.turns, memories=b.memories, history=b.history)
+                if active:
+                    self._parts.writer.replay_outbox(uid)
+            quarantined = sum(1 for _, status, _ in b.turns if status is TurnStatus.QUARANTINED)
+            report.skipped_turns += len(b.turns) - added["turns"]
+            report.memories += added["memories"]
+            report.history += added["history"]
+            report.skipped_memories += len(b.memories) - added["memories"]
+            fresh = added["turns"]
+            report.quarantined += min(quarantined, fresh)
+            report.turns += fresh - min(quarantined, fresh)
+
+    def _embed_missing(self, b: _Batch, report: ImportReport) -> None:
+        missing = [i for i, (_, _, v) in enumerate(b.memories) if v is None]
+        if not missing:
+            return
+        vectors = self._parts.embedder.embed([b.memories[i][0].memory for i in missing])
+        for i, vector in zip(missing, vectors, strict=True):
+            record, status, _ = b.memories[i]
+            b.memories[i] = (record, status, vector)
+        report.embedded += len(missing)
+
+    def _without_sources(self, plan: _Plan) -> list[str]:
+        out = []
+        for mid, (uid, ids) in plan.sources.items():
+            if not ids or not self._parts.journal.turns(uid, ids=ids):
+                out.append(mid)
+        return sorted(out)
+
+
+def _count(report: ExportReport, line: BaseModel) -> None:
+    if isinstance(line, TurnLine):
+        report.turns += 1
+    elif isinstance(line, QuarantinedLine):
+        report.quarantined += 1
+    elif isinstance(line, MemoryLine):
+        report.memories += 1
+    else:
+        report.history += 1
+
+
+def _turn_state(status: TurnStatus) -> Any:
+    return {TurnStatus.PROCESSED: "processed", TurnStatus.PENDING: "pending", TurnStatus.DROPPED: "dropped"}[status]
+
+
+def _header(name: str, n: int, text: str) -> HeaderLine:
+    try:
+        header = HeaderLine.model_validate_json(text)
+    except ValidationError as exc:
+        where, what = first_problem(exc)
+        raise InputError(f"{name} line {n}: not a dialogmem export header ({where + ': ' if where else ''}"
+                         f"{what})") from None
+    if header.version > VERSION:
+        raise InputError(f"{name} is format version {header.version}, written by a newer dialogmem; this one "
+                         f"reads version {VERSION}")
+    return header
+
+
+def _numbered(f: IO[str], name: str = "the import file") -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line that is not blank."""
+    n = 0
+    try:
+        for n, text in enumerate(f, 1):
+            if text.strip():
+                yield n, text
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name} is not UTF-8 text (after line {n}: {exc.reason})") from None
+
+
+@contextmanager
+def _reading(source: Destination) -> Iterator[tuple[str, IO[str]]]:
+    """The source as a seekable text file (a pipe is copied to a temporary file first)."""
+    if isinstance(source, str | Path):
+        path = Path(source)
+        try:
+            f = path.open(encoding="utf-8", newline="\n")
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror}") from None
+        with f:
+            yield str(path), f
+        return
+    name = getattr(source, "name", None)
+    name = name if isinstance(name, str) else "the import data"
+    if source.seekable():
+        yield name, source
+        return
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as copy:
+        for text in source:
+            copy.write(text)
+        copy.seek(0)
+        yield name, copy
+
+
+@contextmanager
+def _writing(destination: Destination) -> Iterator[IO[str]]:
+    """An open text file; a path is written beside itself and renamed once complete."""
+    if not isinstance(destination, str | Path):
+        yield destination
+        return
+    path = Path(destination)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
