@@ -195,6 +195,9 @@ def test_async_memory_has_real_signatures() -> None:
         params = inspect.signature(fn).parameters.values()
         assert not [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD], name
         assert name in dir(Memory), name
+    verbs = {n for n, _ in inspect.getmembers(Memory, inspect.isfunction) if not n.startswith("_")}
+    missing = sorted(verbs - {n for n, _ in inspect.getmembers(AsyncMemory) if not n.startswith("_")})
+    assert missing == [], missing  # every verb of Memory is a verb of AsyncMemory (repair is a classmethod)
 
 
 def test_async_first_calls_open_the_store_once(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from .._graph import LTMGraph
 from .._read import Answer
 from .._read._hymem import AnswerMode
 from .._sleep._updater import SleepReport
+from .._sleep._visibility import GraphAudit
 from .._store import IndexFilter
 from .._sync._repair import RepairReport
 from .._types import AddResult, HistoryEntry, MemoryRecord, QuarantinedTurn, SearchHit, SearchResult, SourceTurn
@@ -157,6 +158,9 @@ class AsyncMemory:
 
     async def graph(self, user_id: str | None = None, *, query: str | None = None, limit: int = 100) -> LTMGraph:
         return await self._run((await self._ensure()).graph, user_id, query=query, limit=limit)
+
+    async def graph_audit(self) -> GraphAudit:
+        return await self._run((await self._ensure()).graph_audit)
 
     async def stats(self, user_id: str | None = None) -> dict[str, Any]:
         return await self._run((await self._ensure()).stats, user_id)
