@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dialogmem import Memory
-from dialogmem._facade._conversation import parse_conversation, sample_path
+from seams import parse_conversation, sample_path
 
 
 @pytest.fixture(scope="session")

@@ -6,16 +6,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from typer.testing import CliRunner
 
-from dialogmem import Memory, ScriptedLLM
-from dialogmem._journal import SQLiteJournal as Journal
-from dialogmem._settings import ServerSettings
-from dialogmem._sync._maintenance import StorePaths
+from dialogmem import Memory, ScriptedLLM, ServerSettings
+from dialogmem.cli import app as cli_app
+from seams import create_app, uvicorn_options
 
 #: LLM-backed roles off, so the scripted fake answers the ``answer`` stage only
 RULES_ONLY: dict[str, Any] = {"write": {"extractor": "rules", "segmenter": "none"}, "sleep": {"updater": "rules"}}
@@ -33,13 +33,24 @@ def answering_llm(delay_for: Callable[[str], float] = lambda text: 0.0) -> Scrip
     return ScriptedLLM(script)
 
 
+def cli_key(data_dir: Path, *args: str) -> str:
+    """``dialogmem keys create ARGS --data-dir DATA_DIR``: the new key (the last line it prints)."""
+    result = CliRunner().invoke(cli_app, ["keys", "create", *args, "--data-dir", str(data_dir)])
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip().splitlines()[-1]
+
+
+def revoke_key(data_dir: Path, key_id: str) -> None:
+    """``dialogmem keys revoke KEY_ID --data-dir DATA_DIR``."""
+    result = CliRunner().invoke(cli_app, ["keys", "revoke", key_id, "--data-dir", str(data_dir)])
+    assert result.exit_code == 0, result.output
+
+
 def make_keys(data_dir: Path, users: list[str]) -> dict[str, str]:
-    """An admin key ("admin") and one key per user, written through the journal as the CLI does."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with closing(Journal(StorePaths(data_dir).journal)) as journal:
-        keys = {"admin": journal.create_key("admin")[1]}
-        for user in users:
-            keys[user] = journal.create_key("user", user)[1]
+    """An admin key ("admin") and one key per user, made with ``dialogmem keys create``."""
+    keys = {"admin": cli_key(data_dir, "--admin")}
+    for user in users:
+        keys[user] = cli_key(data_dir, "--user", user)
     return keys
 
 
@@ -49,6 +60,8 @@ def serve(app: Any, **options: Any) -> Iterator[str]:
     127.0.0.1:<free port>; yields the base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # as uvicorn's own sockets: without it every answer waits for the client's delayed ACK (~40 ms)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", **options))
@@ -72,9 +85,6 @@ def rest_server(data_dir: Path, users: list[str], *, llm: ScriptedLLM | None = N
                 settings: ServerSettings | None = None,
                 auth: bool = True, **overrides: Any) -> Iterator[tuple[str, dict[str, str], Memory]]:
     """A store (rules for every role but ``answer``, unless ``overrides`` say otherwise) served over HTTP."""
-    from dialogmem._server import create_app
-    from dialogmem._server._limits import uvicorn_options
-
     keys = make_keys(data_dir, users)
     config = {**RULES_ONLY, **overrides}
     with Memory(data_dir=data_dir, llm_client=llm or answering_llm(), **config) as mem, \

@@ -4,8 +4,11 @@ Offline by default (local embeddings, embedded Qdrant Edge, SQLite journal); bet
 (any OpenAI-compatible endpoint or a local GGUF).
 """
 
+from ._api import AsyncMemoryAPI, MemoryAPI
+from ._client import AsyncClient, Client
 from ._config import Config, EmbedderConfig, LLMConfig, StoreConfig
 from ._errors import (
+    AuthError,
     ConfigError,
     DialogmemError,
     DiskFullError,
@@ -16,15 +19,15 @@ from ._errors import (
     LLMUnavailableError,
     NotFoundError,
     SchemaVersionError,
+    ServerUnavailableError,
     StoreError,
 )
 from ._facade._async import AsyncMemory
 from ._facade._memory import Memory
-from ._facade._transfer import ExportReport, ImportReport
 from ._graph import GraphEdge, GraphNode, LTMGraph
 from ._models import Embedder, LLMClient, ScriptedLLM
 from ._read import Answer
-from ._settings import ReadSettings, SleepSettings, WriteSettings
+from ._settings import ReadSettings, ServerSettings, SleepSettings, WriteSettings
 from ._sleep._consolidator import ConsolidationReport
 from ._sleep._updater import SleepReport
 from ._store import IndexFilter, VectorIndex
@@ -32,7 +35,9 @@ from ._sync._repair import RepairReport
 from ._types import (
     AddResult,
     Event,
+    ExportReport,
     HistoryEntry,
+    ImportReport,
     MemoryRecord,
     Message,
     QuarantinedTurn,
@@ -48,7 +53,11 @@ __version__ = "0.2.0"
 __all__ = [
     "AddResult",
     "Answer",
+    "AsyncClient",
     "AsyncMemory",
+    "AsyncMemoryAPI",
+    "AuthError",
+    "Client",
     "Config",
     "ConfigError",
     "ConsolidationReport",
@@ -72,6 +81,7 @@ __all__ = [
     "LLMUnavailableError",
     "LTMGraph",
     "Memory",
+    "MemoryAPI",
     "MemoryRecord",
     "Message",
     "NotFoundError",
@@ -83,6 +93,8 @@ __all__ = [
     "SearchHit",
     "SearchPlan",
     "SearchResult",
+    "ServerSettings",
+    "ServerUnavailableError",
     "SleepReport",
     "SleepSettings",
     "SourceTurn",

@@ -38,6 +38,15 @@ class StoreConfig(_Section):
     # _store/_room.py); a change that would eat into it is refused with DiskFullError. A Qdrant
     # server manages its own disk, so backend "qdrant" does not read it.
     min_free_mb: int = Field(16, ge=0, le=1_048_576)
+    # edge: the shard searches its newest points by an exact scan until an index build puts them in an
+    # HNSW graph. ``sleep()`` and ``import_`` build it when at least this many points wait (0: never;
+    # a build holds the process for about a millisecond a point on 2 cores). A Qdrant server builds
+    # its own indexes, so backend "qdrant" does not read it.
+    index_min_points: int = Field(20_000, ge=0, le=10**9)
+    # edge: the most points one segment of the shard holds; an index build then costs the new
+    # points, not the whole history again (a search reads every segment's graph: fewer, larger
+    # segments search faster and rebuild slower)
+    segment_points: int = Field(200_000, ge=10_000, le=10**8)
 
 
 class JournalConfig(_Section):

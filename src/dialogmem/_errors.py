@@ -6,9 +6,11 @@ Every error derives from one root::
     ├── ConfigError            bad or inconsistent configuration, missing optional package
     ├── InputError             a message, timestamp or argument that cannot be accepted
     ├── NotFoundError          an id that does not exist in the caller's scope
+    ├── AuthError              a server refused the API key, or the key does not reach that user
     ├── StoreError             the vector index or the journal failed
     │   ├── SchemaVersionError the store was written by a newer dialogmem
-    │   └── DiskFullError      no room on disk for the index's next change (nothing was written)
+    │   ├── DiskFullError      no room on disk for the index's next change (nothing was written)
+    │   └── ServerUnavailableError  a dialogmem server could not be reached, or broke off its answer
     └── LLMError               the configured LLM could not be used
         ├── LLMUnavailableError  no LLM configured, or the backend cannot be reached
         ├── LLMTimeoutError      a call ran past its timeout after all retries
@@ -45,6 +47,11 @@ class NotFoundError(DialogmemError, KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
+class AuthError(DialogmemError):
+    """A dialogmem server refused the API key (missing, invalid, revoked: HTTP 401), or the key does
+    not reach the user the call names (403)."""
+
+
 class StoreError(DialogmemError):
     """The vector index or the journal failed."""
 
@@ -56,6 +63,11 @@ class SchemaVersionError(StoreError):
 class DiskFullError(StoreError):
     """The file system holding the embedded index has no room for a change: it was refused before
     anything was written, and is accepted again once space is freed."""
+
+
+class ServerUnavailableError(StoreError):
+    """A dialogmem server (``Client``) could not be reached, kept answering "busy" (503, 429) after
+    every retry, or the connection broke before its answer arrived."""
 
 
 class LLMError(DialogmemError):

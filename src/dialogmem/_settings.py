@@ -190,6 +190,8 @@ class ServerSettings(_Section):
     port: int = Field(8420, ge=1, le=65535)
     # a request body over this many bytes gets 413 before it is parsed
     max_body_bytes: int = Field(4_194_304, ge=1024, le=1_073_741_824)
+    # a POST /v1/import body (streamed to a temporary file, not held in memory) over this gets 413
+    max_import_bytes: int = Field(1_073_741_824, ge=1024, le=1_099_511_627_776)
     # messages in one POST /v1/memories, and turns in one POST /v1/conversations (422 above)
     max_batch_messages: int = Field(100, ge=1, le=100_000)
     max_conversation_turns: int = Field(10_000, ge=1, le=1_000_000)

@@ -226,3 +226,34 @@ class QuarantinedTurn(BaseModel):
 
     turn: Turn
     error: str
+
+
+class _TransferCounts(BaseModel):
+    """The records of an export file, by kind."""
+
+    users: list[str]
+    turns: int = 0
+    quarantined: int = 0
+    memories: int = 0
+    history: int = 0
+
+
+class ExportReport(_TransferCounts):
+    """What ``Memory.export`` wrote."""
+
+    vectors: bool = False
+    seconds: float = 0.0
+
+
+class ImportReport(_TransferCounts):
+    """What ``Memory.import_`` added (rows the store held already are ``skipped``, never changed)."""
+
+    skipped_turns: int = 0
+    skipped_memories: int = 0
+    embedded: int = Field(0, description="memories whose vector was computed on import (none in the file, or "
+                                         "written by another embedder)")
+    without_sources: list[str] = Field(default_factory=list, description="ids of imported memories none of "
+                                       "whose source turns (L2) the store holds: they cannot be expanded")
+    indexed: int = Field(0, description="points put into the index's search graph after the import "
+                                        "(store.index_min_points)")
+    seconds: float = 0.0

@@ -11,15 +11,18 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ._api import MemoryAPI
+from ._client import Client
 from ._config import Config
 from ._errors import DialogmemError
 from ._facade._conversation import read_conversation, sample_path
 from ._facade._memory import Memory
-from ._server._cli import fail, keys_app, mcp, serve
+from ._server._cli import fail, keys_app, mcp, serve, ui
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Long-term memory for LLM agents: add conversations, search, manage memories.")
@@ -49,13 +52,47 @@ def _memory(config: Path | None, data_dir: Path | None, *, read_only: bool = Fal
         raise fail(str(exc)) from None
 
 
-def _run(config: Path | None, data_dir: Path | None, call: Callable[[Memory], T], *,
+def _run(config: Path | None, data_dir: Path | None, call: Callable[[MemoryAPI], T], *,
          read_only: bool = False) -> T:
+    """One library call on the store the command names: the server of ``--url`` (``DIALOGMEM_URL``)
+    through :class:`Client`, else the local store."""
+    remote = _remote()
+    if remote is None:
+        return _run_local(config, data_dir, call, read_only=read_only)
+    if config is not None or data_dir is not None:
+        raise fail("--url acts on a server: --config and --data-dir name a local store (give one or the other)")
+    try:
+        with Client(*remote) as client:  # a server is read over REST: --read-only locks nothing there
+            return call(client)
+    except DialogmemError as exc:
+        raise fail(str(exc)) from None
+
+
+def _run_local(config: Path | None, data_dir: Path | None, call: Callable[[Memory], T], *,
+               read_only: bool = False) -> T:
     with _memory(config, data_dir, read_only=read_only) as mem:
         try:
             return call(mem)
         except DialogmemError as exc:
             raise fail(str(exc)) from None
+
+
+def _remote() -> tuple[str, str | None] | None:
+    """(URL, API key) of ``--url`` / ``--api-key`` (or their environment variables), if given."""
+    ctx = typer.main.get_current_context(silent=True)  # typer's own click: where the callback left them
+    remote = ctx.find_root().obj if ctx is not None else None
+    return remote if isinstance(remote, tuple) else None
+
+
+@app.callback()
+def _options(ctx: typer.Context,
+             url: Annotated[str | None, typer.Option(
+                 "--url", envvar="DIALOGMEM_URL", help="act on a dialogmem server (dialogmem serve) instead of a "
+                                                       "local store")] = None,
+             api_key: Annotated[str | None, typer.Option(
+                 "--api-key", envvar="DIALOGMEM_API_KEY", help="the server's API key (with --url)")] = None) -> None:
+    """Long-term memory for LLM agents: add conversations, search, manage memories."""
+    ctx.obj = (url, api_key) if url else None
 
 
 def _print_json(data: Any) -> None:
@@ -72,12 +109,13 @@ def _hits_table(title: str, rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _ingest(mem: Memory, path: Path, user: str, *, quiet: bool = False) -> tuple[int, int]:
+def _ingest(mem: MemoryAPI, path: Path, user: str, *, quiet: bool = False) -> tuple[int, int]:
     batches = read_conversation(path)  # a bad file fails here, before any progress bar is drawn
+    conversation: Any = batches if isinstance(mem, Memory) else path  # a Client sends the file itself
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), disable=quiet, transient=True) as progress:
         task = progress.add_task(f"adding {path.name}", total=None)
-        result = mem.add_conversation(batches, user, progress=lambda done, total: progress.update(
+        result = mem.add_conversation(conversation, user, progress=lambda done, total: progress.update(
             task, completed=done, total=total))
     return len(result.turn_ids), len(result.memories)
 
@@ -281,8 +319,11 @@ def import_(file: Annotated[str, typer.Argument(help="a dialogmem export (JSON L
         _print_json(_run(config, data_dir, lambda m: m.import_(source)).model_dump())
         return
     assert user is not None
+    if _remote() is not None:
+        raise fail(f"--from {source_format} reads the files on this machine into a local store; convert them "
+                   "there, then `dialogmem export` and `dialogmem import --url ...` the result")
     if source_format == "openai":
-        got = _run(config, data_dir, lambda m: m.import_chats(Path(file), user))
+        got = _run_local(config, data_dir, lambda m: m.import_chats(Path(file), user))
         typer.echo(f"added {len(got.turn_ids)} turns for {user}: {len(got.memories)} memories stored")
         return
     try:
@@ -290,7 +331,7 @@ def import_(file: Annotated[str, typer.Argument(help="a dialogmem export (JSON L
         rows = json.loads(history.read_text(encoding="utf-8")) if history is not None else None
     except (OSError, ValueError) as exc:
         raise fail(f"cannot read mem0 data: {exc}") from None
-    _print_json(_run(config, data_dir, lambda m: m.import_mem0(data, user, history=rows)).model_dump())
+    _print_json(_run_local(config, data_dir, lambda m: m.import_mem0(data, user, history=rows)).model_dump())
 
 
 quarantine_app = typer.Typer(help="Accepted turns whose processing failed: list, retry or drop them.",
@@ -332,7 +373,7 @@ def demo(user: Annotated[str, typer.Option("--user", "-u")] = "demo-user",
                "What allergy does Maya have?", "When is the cello recital?")
     console = Console()
 
-    def run(mem: Memory) -> None:
+    def run(mem: MemoryAPI) -> None:
         mem.forget_user(user)  # the demo scope only: a rerun starts from the same state
         turns, stored = _ingest(mem, sample_path(), user)
         console.print(f"[bold]ingested[/bold] {turns} turns of the sample conversation -> {stored} memories")
@@ -348,6 +389,7 @@ def demo(user: Annotated[str, typer.Option("--user", "-u")] = "demo-user",
 app.add_typer(keys_app, name="keys")  # the server's commands (their packages load only when they run)
 app.command("serve")(serve)
 app.command("mcp")(mcp)
+app.command("ui")(ui)
 
 
 def _mount_bench() -> None:

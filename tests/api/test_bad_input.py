@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dialogmem import InputError, Memory, NotFoundError
+from seams import journal
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_one_megabyte_turn_is_stored_intact(make_memory: Any) -> None:
     mem = make_memory(write={"max_turn_chars": 1_000_000})  # the default limit is 200,000 characters
     big = ("The quick brown fox jumps over the lazy dog. " * 23000)[:1_000_000]
     mem.add([{"content": big, "id": "big"}], "u", timestamp="2024-01-01T00:00:00", flush=True)
-    turns = mem._parts.journal.turns("u", ids=["big"])
+    turns = journal(mem).turns("u", ids=["big"])
     assert turns[0].content == big  # the raw turn is kept byte for byte
     assert mem.search("quick brown fox", "u").hits[0].source_turn_ids == ["big"]
 
@@ -191,4 +192,4 @@ def test_nul_is_refused_the_same_way_on_both_journals(either_journal: Memory) ->
     memory = mem.get_all("u")[0]
     with pytest.raises(InputError, match=r"U\+0000"):
         mem.update(memory.id, "new\x00text", "u")
-    assert mem._parts.journal.turns("u")[0].content == "tab\tand\x01 bell\x07 kept"
+    assert journal(mem).turns("u")[0].content == "tab\tand\x01 bell\x07 kept"

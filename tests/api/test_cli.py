@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dialogmem._facade._conversation import sample_path
 from dialogmem.cli import app
+from seams import sample_path
 
 runner = CliRunner()
 

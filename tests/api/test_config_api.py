@@ -49,7 +49,7 @@ def test_second_process_on_same_store_is_refused(tmp_path: Path) -> None:
 
 def test_public_all_is_exactly_the_public_names() -> None:
     public = {n for n in dir(dialogmem) if not n.startswith("_")}
-    modules = {"models", "store", "read", "write", "sleep", "prompts", "bench", "cli"}
+    modules = {"models", "store", "read", "write", "sleep", "prompts", "bench", "cli", "integrations"}
     assert set(dialogmem.__all__) - {"__version__"} == public - modules
     assert issubclass(dialogmem.NotFoundError, dialogmem.DialogmemError)
     assert not issubclass(dialogmem.DialogmemError, MemoryError)

@@ -24,6 +24,7 @@ from dialogmem import (
     ScriptedLLM,
     StoreError,
 )
+from seams import stored_vectors, trace_sql
 
 SESSION = {"session_id": "s1", "timestamp": "2023-05-08T13:56:00"}
 
@@ -48,7 +49,7 @@ def test_access_counts_are_batched_and_never_lost(make_memory: Any, tmp_path: Pa
     mem.add("My bike is a green Brompton.", "u", flush=True)
     (record,) = mem.get_all("u")
     statements: list[str] = []
-    mem._parts.journal._db.set_trace_callback(statements.append)
+    trace_sql(mem, statements.append)
     searches = 4 * 25
 
     def searcher() -> None:
@@ -72,7 +73,7 @@ def test_an_llm_free_add_is_one_transaction(make_memory: Any) -> None:
     mem = make_memory()
     mem.add("warm up", "u", flush=True)
     statements: list[str] = []
-    mem._parts.journal._db.set_trace_callback(statements.append)
+    trace_sql(mem, statements.append)
     mem.add([{"content": "I adopted a dog named Biscuit.", "id": "d1"}], "u", **SESSION)
     assert sum(s.startswith("BEGIN") for s in statements) == 1
     assert [h.source_turn_ids for h in mem.search("Biscuit", "u", limit=1).hits] == [["d1"]]
@@ -165,7 +166,7 @@ def test_add_conversation_and_import_records(make_memory: Any, sample_data: dict
     result = mem.add_conversation(sample_data, "alice", progress=lambda n, total: done.append(n))
     assert len(result.turn_ids) == 36 == done[-1] and result.pending_turns == 0
     records = mem.get_all("alice", limit=1000)
-    vectors = mem._parts.journal.vectors("alice", [r.id for r in records])
+    vectors = stored_vectors(mem, "alice", [r.id for r in records])
     copies = [r.model_copy(update={"user_id": "bob"}).model_dump() for r in records]
     for c in copies:  # memory ids belong to one user
         c["id"] = c["id"][:-12] + "b0b0b0b0b0b0"

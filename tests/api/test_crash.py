@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dialogmem import Memory
+from seams import integrity_check, journal
 
 WRITER = r"""
 import sys
@@ -63,7 +64,7 @@ def test_sigkill_at_random_points_loses_no_acknowledged_turn(tmp_path: Path) -> 
         assert proc.returncode == -signal.SIGKILL, f"run {run}: writer exited on its own"
 
     with Memory(data_dir=data_dir, write={"sensory_tokens": 64, "segmenter": "similarity"}) as mem:
-        journaled = {t.id for t in mem._parts.journal.turns("crash-user")}
+        journaled = {t.id for t in journal(mem).turns("crash-user")}
         missing = [t for t in acked if t not in journaled]
         assert not missing, f"acknowledged turns lost: {missing[:5]}"
         mem.flush("crash-user")
@@ -75,5 +76,5 @@ def test_sigkill_at_random_points_loses_no_acknowledged_turn(tmp_path: Path) -> 
         assert len(own) == len(set(own))
         assert mem.stats("crash-user")["counts"]["pending_turns"] == 0
         assert mem.search("parcel delivered to dock 3", "crash-user").hits
-        integrity = mem._parts.journal._query("PRAGMA integrity_check")[0][0]
+        integrity = integrity_check(mem)
         assert integrity == "ok"

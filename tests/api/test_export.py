@@ -16,23 +16,12 @@ from typer.testing import CliRunner
 
 from conftest import ingest_sample
 from dialogmem import AsyncMemory, ExportReport, ImportReport, InputError, Memory
-from dialogmem._facade._portable import json_schema, schema_text
-from dialogmem._write._extract import RuleExtractor
 from dialogmem.cli import app
+from seams import crash_extractor_on, export_schema, export_schema_text
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "docs" / "export-schema.json"
 QUERIES = ("What is the name of Maya's dog?", "Where does Tom live now?", "What allergy does Maya have?")
 WHEN = {"timestamp": "2023-05-08T13:56:00"}
-ORIGINAL_EXTRACT = RuleExtractor.extract
-
-
-def poison_extract(self: RuleExtractor, batch: Any, *, previous: Any = ()) -> Any:
-    """Test stand-in for an extractor bug: it crashes on any turn that says "poison" (a quarantined turn)."""
-    if any("poison" in t.text for seg in batch for t in seg):
-        raise RuntimeError("extractor bug")
-    return ORIGINAL_EXTRACT(self, batch, previous=previous)
-
-
 def body(path: Path) -> list[str]:
     """The record lines of an export (the header holds the time of the export)."""
     return path.read_text(encoding="utf-8").splitlines()[1:]
@@ -62,10 +51,10 @@ def full_store(make_memory: Callable[..., Memory], sample_data: dict[str, Any],
     mem.update(first.id, "Maya's dog is called Biscuit and he is three.", "alice")
     mem.delete(second.id, "alice")
     mem.sleep("alice")  # over capacity: the oldest items are evicted
-    monkeypatch.setattr(RuleExtractor, "extract", poison_extract)
+    fixed = crash_extractor_on(monkeypatch, "poison")  # an extractor bug: a quarantined turn
     got = mem.add([{"content": "This is poison.", "id": "bad"}, {"content": "More poison.", "id": "bad2"}],
                   "alice", flush=True, **WHEN)
-    monkeypatch.setattr(RuleExtractor, "extract", ORIGINAL_EXTRACT)
+    fixed()
     assert sorted(got.quarantined) == ["bad", "bad2"]
     mem.drop_quarantined("alice", ["bad2"])
     assert mem.stats("alice")["counts"]["evicted"] > 0
@@ -253,13 +242,12 @@ def test_file_objects_and_the_async_facade(full_store: Memory, tmp_path: Path) -
 
 
 def test_every_exported_line_matches_the_committed_json_schema(full_store: Memory, tmp_path: Path) -> None:
-    assert SCHEMA_FILE.read_text(encoding="utf-8") == schema_text(), (
-        "docs/export-schema.json is stale: regenerate it with "
-        "python -c \"from dialogmem._facade._portable import schema_text; print(schema_text(), end='')\" "
-        "> docs/export-schema.json")
+    assert SCHEMA_FILE.read_text(encoding="utf-8") == export_schema_text(), (
+        "docs/export-schema.json is stale: regenerate it with PYTHONPATH=tests "
+        "python -c \"from seams import export_schema_text as t; print(t(), end='')\" > docs/export-schema.json")
     path = tmp_path / "x.jsonl"
     full_store.export(path, all_users=True)
-    validator = jsonschema.Draft202012Validator(json_schema())
+    validator = jsonschema.Draft202012Validator(export_schema())
     lines = path.read_text(encoding="utf-8").splitlines()
     for line in lines:
         validator.validate(json.loads(line))

@@ -22,12 +22,16 @@ from typing import Any
 
 import pytest
 
+TESTS = Path(__file__).resolve().parents[1]
+#: the children import the seams (tests/seams.py) too
+CHILD_ENV = {**os.environ, "PYTHONUNBUFFERED": "1",
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+
 CHILD = r"""
 import json, os, random, re, sys
 from dialogmem import Memory, ScriptedLLM
-from dialogmem._journal import SQLiteJournal as Journal
-from dialogmem._store import EdgeIndex
-from dialogmem._sync._writer import ChangeWriter
+from seams import EdgeIndex, checkpoint_every
+from seams import SQLiteJournal as Journal
 
 data_dir, extractor, point, nth, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 phase, _, point = point.rpartition("/")  # "sleep/commit:before": count only the calls made by sleep()
@@ -63,7 +67,7 @@ def script(stage, messages):
 kwargs = {} if extractor == "rules" else {"llm_client": ScriptedLLM(script), "write": {
     "extractor": "llm", "segmenter": "none", "sensory_tokens": 40, "stm_threshold": 0}}
 mem = Memory(data_dir=data_dir, **kwargs)
-mem._parts.writer.sync_every = 5  # checkpoints happen inside the run, not only at close
+checkpoint_every(mem, 5)  # checkpoints happen inside the run, not only at close
 print("READY", flush=True)
 start = seed * 1000
 for i in range(start, start + 24):
@@ -88,10 +92,11 @@ EXTRACTORS = ("rules", "llm-deterministic", "llm-random")
 def run_cell(tmp: Path, extractor: str, point: str, nth: int, seed: int) -> dict[str, Any]:
     """Run the child until it dies at the fault (or finishes), reopen, and count what was lost or doubled."""
     from dialogmem import Memory, ScriptedLLM
+    from seams import index_point_count, journal
 
     data_dir = tmp / f"{extractor}-{point.replace(':', '-').replace('/', '-')}-{nth}-{seed}"
     proc = subprocess.run([sys.executable, "-c", CHILD, str(data_dir), extractor, point, str(nth), str(seed)],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          capture_output=True, text=True, timeout=600, env=CHILD_ENV)
     out = proc.stdout.split()
     assert "READY" in out, proc.stderr[-3000:]
     acked = [out[i + 1] for i, w in enumerate(out) if w == "ACK"]
@@ -101,7 +106,7 @@ def run_cell(tmp: Path, extractor: str, point: str, nth: int, seed: int) -> dict
         "extractor": "llm", "segmenter": "none", "sensory_tokens": 40, "stm_threshold": 0}}
     with Memory(data_dir=data_dir, **kwargs) as mem:
         mem.flush("u")
-        journaled = {t.id for t in mem._parts.journal.turns("u")}
+        journaled = {t.id for t in journal(mem).turns("u")}
         records = mem.get_all("u", limit=10_000)
         # a turn's own memory cites it last; a memory merged by sleep (version > 1) cites the union of
         # its members' turns in merge order, so only never-merged memories name an own turn
@@ -112,7 +117,7 @@ def run_cell(tmp: Path, extractor: str, point: str, nth: int, seed: int) -> dict
             "lost": len([t for t in acked if t not in journaled]),
             "uncovered": len(journaled - cited),
             "duplicated": len(own) - len(set(own)),
-            "index_mismatch": mem._parts.index.count_all() - mem.stats()["counts"]["memories"],
+            "index_mismatch": index_point_count(mem) - mem.stats()["counts"]["memories"],
             "quarantined": mem.stats("u")["counts"]["quarantined_turns"],
         }
 
@@ -133,7 +138,7 @@ def test_a_writer_killed_at_any_write_point_loses_and_doubles_nothing(tmp_path: 
 LTM_CHILD = r"""
 import os, sys
 from dialogmem import Memory
-from dialogmem._journal import SQLiteJournal as Journal
+from seams import SQLiteJournal as Journal
 
 data_dir, when = sys.argv[1], sys.argv[2]
 original = Journal.commit
@@ -165,24 +170,23 @@ def test_evicted_items_reach_consolidation_exactly_once_across_a_crash(tmp_path:
     """The process dies between eviction and the consolidation of the evicted items (``before`` the
     cycle's commit) or right after that commit: no evicted item is lost or handed over twice."""
     from dialogmem import Memory
+    from seams import graph_links, ltm_queued
 
     data_dir = tmp_path / "store"
     proc = subprocess.run([sys.executable, "-c", LTM_CHILD, str(data_dir), when], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          timeout=600, env=CHILD_ENV)
     assert proc.returncode == 137 and "FLUSHED" in proc.stdout and "SLEPT" not in proc.stdout, proc.stderr[-3000:]
     with Memory(data_dir=data_dir, write={"context_turns": 0}, sleep={"mtm_capacity": 2}) as mem:
-        j = mem._parts.journal
         active = {r.id for r in mem.get_all("u")}
         evicted = {r.id for r in mem.get_all("u", include_evicted=True)} - active
         assert len(active) == 2 and len(evicted) == 4  # the eviction committed before the death
-        key = mem._parts.consolidator.subject_key("u")
         if when == "before":  # marked for hand-over, not consolidated yet
-            assert {m for _, m in j.ltm_queued()} == evicted
-            assert not {link.memory_id for link in j.graph_links(key)} & evicted
+            assert {m for _, m in ltm_queued(mem)} == evicted
+            assert not {link.memory_id for link in graph_links(mem, "u")} & evicted
             report = mem.sleep()
             assert report.ltm is not None and report.ltm.evicted_in_batch == 4
-        assert j.ltm_queued() == []
-        linked = {link.memory_id for link in j.graph_links(key)}
+        assert ltm_queued(mem) == []
+        linked = {link.memory_id for link in graph_links(mem, "u")}
         assert evicted <= linked  # every evicted item reached the graph
         again = mem.sleep()
         assert again.ltm is not None and again.ltm.memories == 0  # and is not handed over a second time
@@ -192,6 +196,7 @@ def main() -> None:
     """The full matrix: every point × extractor, ``--runs`` runs each at random call numbers."""
     import tempfile
 
+    sys.path.insert(0, str(TESTS))  # run as a script: the seams module beside conftest
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()

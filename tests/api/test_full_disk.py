@@ -22,10 +22,17 @@ import httpx
 import pytest
 
 from dialogmem import ConfigError, DiskFullError, Memory
-from dialogmem._journal import IndexState
-from dialogmem._store import _room
-from dialogmem._store._room import GROWTH_STEP, MIB, NEW_SHARD, DiskRoom, hole_bytes
-from dialogmem._sync._ltmindex import indexed_memories
+from seams import (
+    GROWTH_STEP,
+    MIB,
+    NEW_SHARD,
+    DiskRoom,
+    fake_free_space,
+    hole_bytes,
+    indexed_memories,
+    journal,
+    real_free_bytes,
+)
 from serverkit import bearer, rest_server
 
 MODES = ["tmpfs", "emulated"]
@@ -33,25 +40,24 @@ MODES = ["tmpfs", "emulated"]
 SETUP = r"""
 import json, os, sys
 from pathlib import Path
+import pytest
 from dialogmem import DiskFullError, Memory, StoreError
-from dialogmem._sync._ltmindex import indexed_memories
-from dialogmem._store import _room
+from seams import MIB, DiskRoom, fake_free_space, free_bytes, indexed_memories, journal, real_free_bytes
 
 root, mode, capacity = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 if mode == "emulated":  # root is a disk of `capacity` bytes, of which what its files occupy is used
-    _real_free = _room.free_bytes
     def _free(path):
         if not Path(path).is_relative_to(root):  # elsewhere (a read-only store's copies): the real disk
-            return _real_free(path)
+            return real_free_bytes(path)
         return capacity - sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
-    _room.free_bytes = _free
+    fake_free_space(pytest.MonkeyPatch(), _free)
 store, filler = root / "store", root / "filler"
 report = {}
 
 def fill_to(free_left):
     # grow the filler file until the disk has `free_left` bytes free
     size = filler.stat().st_size if filler.exists() else 0
-    grow = _room.free_bytes(store) - free_left
+    grow = free_bytes(store) - free_left
     if grow > 0:
         with open(filler, "ab") as f:
             os.posix_fallocate(f.fileno(), size, grow)
@@ -66,8 +72,8 @@ acked = []
 for i in range(20):
     mem.add([turn(i)], "u", timestamp=1700000000 + i * 60)
     acked.append(f"t{i}")
-room = _room.DiskRoom(store / "index", reserve=mem.config.store.min_free_mb * _room.MIB)
-fill_to(room.need(0).total + 2 * _room.MIB)  # 2 MiB above what the index needs: the journal eats it
+room = DiskRoom(store / "index", reserve=mem.config.store.min_free_mb * MIB)
+fill_to(room.need(0).total + 2 * MIB)  # 2 MiB above what the index needs: the journal eats it
 refused, i = None, 20
 while refused is None and i < 20000:
     try:
@@ -78,22 +84,21 @@ while refused is None and i < 20000:
     i += 1
 report["refused_after"] = len(acked)
 report["refusal"] = str(refused)
-journal = mem._parts.journal
-report["refused_turn_journaled"] = f"t{i - 1}" in {t.id for t in journal.turns("u")}
+report["refused_turn_journaled"] = f"t{i - 1}" in {t.id for t in journal(mem).turns("u")}
 try:  # still full: refused again, and a delete is refused before the journal forgets anything
     mem.add([turn(i)], "u", timestamp=1700000000 + i * 60)
     report["second_refusal"] = None
 except DiskFullError as exc:
     report["second_refusal"] = type(exc).__name__
 # reads go on while the disk is full
-report["journaled"] = sorted(t.id for t in journal.turns("u"))
+report["journaled"] = sorted(t.id for t in journal(mem).turns("u"))
 probe = [acked[k] for k in range(0, len(acked), max(1, len(acked) // 10))]
 report["found"] = [any(tid in h.source_turn_ids for h in mem.search(f"parcel code{tid[1:].zfill(5)}", "u").hits)
                    for tid in probe]
-report["indexed_while_full"] = indexed_memories(mem._parts.index)
-report["memories_while_full"] = journal.count_memories()
+report["indexed_while_full"] = indexed_memories(mem)
+report["memories_while_full"] = mem.stats()["counts"]["memories"]
 mem.close()
-fill_to(4 * _room.MIB)  # fuller still: a restart must be refused, not crash
+fill_to(4 * MIB)  # fuller still: a restart must be refused, not crash
 try:
     Memory(data_dir=store).close()
     report["reopen_full"] = "opened"
@@ -106,10 +111,9 @@ with Memory(data_dir=store) as mem:
     for j in range(i + 1, i + 21):
         mem.add([turn(j)], "u", timestamp=1700000000 + j * 60)
         acked.append(f"t{j}")
-    journal = mem._parts.journal
-    report["after_free_journaled"] = sorted(t.id for t in journal.turns("u"))
-    report["after_free_indexed"] = indexed_memories(mem._parts.index)
-    report["after_free_memories"] = journal.count_memories()
+    report["after_free_journaled"] = sorted(t.id for t in journal(mem).turns("u"))
+    report["after_free_indexed"] = indexed_memories(mem)
+    report["after_free_memories"] = mem.stats()["counts"]["memories"]
     report["after_free_found"] = any(f"t{i + 5}" in h.source_turn_ids
                                      for h in mem.search(f"parcel code{i + 5:05d}", "u").hits)
 report["acked"] = acked
@@ -151,8 +155,10 @@ def small_disk(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple
 
 
 def _run(script: str, root: Path, mode: str, size_mb: int) -> dict:
+    tests = str(Path(__file__).resolve().parents[1])  # the child imports the seams too
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-c", script, str(root), mode, str(size_mb * MIB)],
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, f"child exited with {proc.returncode} (-7 is SIGBUS)\n{proc.stderr[-3000:]}"
     line = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT "))
     return json.loads(line.removeprefix("REPORT "))
@@ -200,7 +206,7 @@ def test_the_room_needed_counts_the_holes_of_the_index_files(tmp_path: Path) -> 
 
 
 def test_store_min_free_mb_is_the_reserve_the_index_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_room, "free_bytes", lambda path: NEW_SHARD + GROWTH_STEP + 100 * MIB)
+    fake_free_space(monkeypatch, lambda path: NEW_SHARD + GROWTH_STEP + 100 * MIB)
     Memory(data_dir=tmp_path / "a", store={"min_free_mb": 100}).close()  # exactly enough
     with pytest.raises(DiskFullError, match="reserve 101 MiB"):
         Memory(data_dir=tmp_path / "b", store={"min_free_mb": 101})
@@ -214,25 +220,24 @@ def test_a_disk_that_fills_after_the_check_leaves_the_change_in_the_outbox(
     is kept (journaled, in the outbox, not failed) and reaches the index with the next change."""
     with Memory(data_dir=tmp_path / "s") as mem:
         mem.add([{"content": "First: the parcel reached dock one.", "id": "a", "name": "Clerk"}], "u")
-        real = _room.free_bytes
+        real = real_free_bytes
         calls = {"n": 0}
 
         def fills_after_first_call(path: Path) -> int:
             calls["n"] += 1
             return real(path) if calls["n"] == 1 else 0
 
-        monkeypatch.setattr(_room, "free_bytes", fills_after_first_call)
+        fake_free_space(monkeypatch, fills_after_first_call)
         mem.add([{"content": "Second: a crate of lemons went to dock two.", "id": "b", "name": "Clerk"}], "u")
-        journal, index = mem._parts.journal, mem._parts.index
-        assert {t.id for t in journal.turns("u")} == {"a", "b"}  # acknowledged: it is in the journal
-        assert journal.count_index_state(IndexState.FAILED) == 0  # not a refused record
-        assert indexed_memories(index) == journal.count_memories() - 1  # the index is one behind
+        assert {t.id for t in journal(mem).turns("u")} == {"a", "b"}  # acknowledged: it is in the journal
+        assert mem.stats()["counts"]["index_failed"] == 0  # not a refused record
+        assert indexed_memories(mem) == mem.stats()["counts"]["memories"] - 1  # the index is one behind
         with pytest.raises(DiskFullError):  # still full: the next change is refused before the journal
             mem.add([{"content": "Third: nothing.", "id": "c", "name": "Clerk"}], "u")
-        assert "c" not in {t.id for t in journal.turns("u")}
-        monkeypatch.setattr(_room, "free_bytes", real)  # space returns
+        assert "c" not in {t.id for t in journal(mem).turns("u")}
+        fake_free_space(monkeypatch, real)  # space returns
         mem.add([{"content": "Fourth: the van left dock three.", "id": "d", "name": "Clerk"}], "u")
-        assert indexed_memories(index) == journal.count_memories()  # caught up
+        assert indexed_memories(mem) == mem.stats()["counts"]["memories"]  # caught up
         hits = mem.search("crate of lemons", "u").hits
         assert any("b" in h.source_turn_ids for h in hits)
 
@@ -243,7 +248,7 @@ def test_the_server_answers_503_for_a_write_and_keeps_serving_reads(
             httpx.Client(base_url=url, timeout=60, headers=bearer(keys["alice"])) as client:
         first = {"messages": [{"content": "The parcel reached dock four.", "name": "Clerk"}]}
         assert client.post("/v1/memories", json=first).status_code == 200
-        monkeypatch.setattr(_room, "free_bytes", lambda path: 0)  # the disk is full
+        fake_free_space(monkeypatch, lambda path: 0)  # the disk is full
         r = client.post("/v1/memories", json={"messages": [{"content": "A crate of lemons.", "name": "Clerk"}]})
         assert r.status_code == 503 and r.json()["error"] == "DiskFullError", r.text
         hits = client.post("/v1/search", json={"query": "parcel dock"}).json()["hits"]

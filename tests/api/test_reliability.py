@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dialogmem import DialogmemError, InputError, Memory, ScriptedLLM, StoreError
-from dialogmem._write._extract import RuleExtractor
+from seams import crash_extractor_on, index_count, journal
 
 WHEN = {"session_id": "s1", "timestamp": "2023-05-08T13:56:00"}
 
@@ -54,23 +54,13 @@ def test_metadata_nested_130_levels_is_refused(make_memory: Any) -> None:
         make_memory().add("hi", "bob", metadata=nested(130))
 
 
-def poison_extract(self: RuleExtractor, batch: Any, *, previous: Any = ()) -> Any:
-    """Test stand-in for an extractor bug: it crashes on any turn that says "poison"."""
-    if any("poison" in t.text for seg in batch for t in seg):
-        raise RuntimeError("extractor bug")
-    return ORIGINAL_EXTRACT(self, batch, previous=previous)
-
-
-ORIGINAL_EXTRACT = RuleExtractor.extract
-
-
 def test_a_failing_turn_is_quarantined_and_never_blocks_the_store(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     data_dir = tmp_path / "s"
     with Memory(data_dir=data_dir, write={"sensory_tokens": 100_000}) as mem:  # the turns stay pending
         mem.add([{"content": "Fine turn about my cat Tom.", "id": "ok1"},
                  {"content": "This is poison.", "id": "bad"}], "u", **WHEN)
-    monkeypatch.setattr(RuleExtractor, "extract", poison_extract)
+    fixed = crash_extractor_on(monkeypatch, "poison")  # an extractor bug
     with Memory(data_dir=data_dir) as mem:  # the replay at open fails: quarantined, the open succeeds
         (q,) = mem.quarantined()  # the batch failed; turn by turn, only the poison one fails again
         assert q.turn.id == "bad" and "extractor bug" in q.error
@@ -78,12 +68,12 @@ def test_a_failing_turn_is_quarantined_and_never_blocks_the_store(tmp_path: Path
         assert mem.stats("u")["counts"]["quarantined_turns"] == 1
         result = mem.add([{"content": "Another poison pill.", "id": "bad2"}], "u", **WHEN)
         assert result.quarantined == ["bad2"] and result.memories == []
-        monkeypatch.setattr(RuleExtractor, "extract", ORIGINAL_EXTRACT)  # the bug is fixed
+        fixed()  # the bug is fixed
         retried = mem.retry_quarantined("u", ["bad"])
         assert [r.source_turn_ids[-1] for r in retried.memories] == ["bad"]
         assert mem.drop_quarantined("u", ["bad2"]) == 1
         assert mem.quarantined("u") == []
-        assert [t.id for t in mem._parts.journal.turns("u", ids=["bad2"])] == ["bad2"]  # kept, dropped
+        assert [t.id for t in journal(mem).turns("u", ids=["bad2"])] == ["bad2"]  # kept, dropped
 
 
 def test_adversarial_text_through_add_is_fast(make_memory: Any) -> None:
@@ -129,7 +119,7 @@ def test_a_missing_index_is_rebuilt_from_the_journal(make_memory: Any, tmp_path:
     mem.close()
     shutil.rmtree(tmp_path / "s" / "index")
     with Memory(data_dir=tmp_path / "s") as again:
-        assert again._parts.index.count("alice") == n
+        assert index_count(again, "alice") == n
         assert again.search("dog's name", "alice", limit=3).hits
 
 

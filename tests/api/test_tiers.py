@@ -13,6 +13,19 @@ import pytest
 from typer.testing import CliRunner
 
 from dialogmem import Event, Memory, NotFoundError, ScriptedLLM
+from seams import (
+    desync_graph_index,
+    fail_graph_commit_halfway,
+    forbid_graph_node_scan,
+    graph_links,
+    graph_route_hits,
+    graph_view,
+    indexed_graph_nodes,
+    journal,
+    ltm_queued,
+    set_ltm_since,
+    user_points,
+)
 
 DAY = 86_400
 # eight unrelated facts, one per day (LLM-free: one memory per turn)
@@ -89,7 +102,7 @@ PRIVATE = [
 
 
 def _all_graph_texts(mem: Memory) -> list[str]:
-    view = mem._parts.journal.graph_view()  # live and dropped rows
+    view = graph_view(mem)  # live and dropped rows
     texts = [n.text for n in view.nodes.values()]
     texts += [f"{view.nodes[e.source].text} {e.type} {view.nodes[e.target].text}" for e in view.edges.values()]
     return texts
@@ -125,13 +138,13 @@ def test_forget_user_removes_evidence_and_unsupported_knowledge(make_memory: Cal
         n.text for n in alice_graph.nodes}
     assert mem.stats("alice")["counts"]["ltm_links"] > 0
     mem.forget_user("alice")
-    view = mem._parts.journal.graph_view()
+    view = graph_view(mem)
     texts = {n.text: n for n in view.nodes.values()}
     assert "Mercy Hospital" not in texts  # rested only on alice: deleted, not merely dropped
     assert before["Paris"].evidence == 2 and texts["Paris"].live and texts["Paris"].evidence == 1
     assert texts["Paris"].confidence == pytest.approx(before["Paris"].confidence / 2)
     assert texts["Louvre"].evidence == before["Louvre"].evidence
-    assert mem._parts.journal.graph_links(mem._parts.consolidator.subject_key("alice")) == []
+    assert graph_links(mem, "alice") == []
     assert mem.stats("alice")["counts"]["ltm_links"] == 0
 
 
@@ -141,21 +154,20 @@ def test_delete_removes_the_memorys_evidence_links(make_memory: Callable[..., Me
     ids = _add_facts(mem, "alice", ["Paris is a capital city.", "Mercy Hospital is a hospital."], speaker="Alice")
     _add_facts(mem, "bob", ["Paris is a capital city."], speaker="Bob")
     mem.sleep()
-    key = mem._parts.consolidator.subject_key("alice")
     before = _nodes(mem)
     assert before["Paris"].evidence == 2 and "Mercy Hospital" in before
     hospital = ids[1]
-    assert any(link.memory_id == hospital for link in mem._parts.journal.graph_links(key))
+    assert any(link.memory_id == hospital for link in graph_links(mem, "alice"))
     mem.delete(hospital, "alice")
-    links = mem._parts.journal.graph_links(key)
+    links = graph_links(mem, "alice")
     assert links and all(link.memory_id != hospital for link in links)  # the other memory's links stay
-    texts = {n.text: n for n in mem._parts.journal.graph_view().nodes.values()}
+    texts = {n.text: n for n in graph_view(mem).nodes.values()}
     assert "Mercy Hospital" not in texts  # rested only on the deleted memory
     assert texts["Paris"].evidence == 2 and texts["Paris"].live  # not supported by it
     assert mem.history(hospital, "alice")[-1].event == Event.DELETE
     mem.delete(ids[0], "alice")  # Paris keeps bob's support only
-    after = {n.text: n for n in mem._parts.journal.graph_view().nodes.values()}
-    assert after["Paris"].evidence == 1 and after["Paris"].live and mem._parts.journal.graph_links(key) == []
+    after = {n.text: n for n in graph_view(mem).nodes.values()}
+    assert after["Paris"].evidence == 1 and after["Paris"].live and graph_links(mem, "alice") == []
 
 
 def test_delete_of_an_evicted_item_removes_its_evidence(make_memory: Callable[..., Memory]) -> None:
@@ -165,10 +177,9 @@ def test_delete_of_an_evicted_item_removes_its_evidence(make_memory: Callable[..
     assert report.evicted == 1 and report.ltm is not None and report.ltm.memories == 2
     active = {r.id for r in mem.get_all("alice")}
     (evicted,) = [r for r in mem.get_all("alice", include_evicted=True) if r.id not in active]
-    key = mem._parts.consolidator.subject_key("alice")
-    assert any(link.memory_id == evicted.id for link in mem._parts.journal.graph_links(key))
+    assert any(link.memory_id == evicted.id for link in graph_links(mem, "alice"))
     mem.delete(evicted.id, "alice")
-    assert all(link.memory_id != evicted.id for link in mem._parts.journal.graph_links(key))
+    assert all(link.memory_id != evicted.id for link in graph_links(mem, "alice"))
     with pytest.raises(NotFoundError):
         mem.get(evicted.id, "alice")
 
@@ -178,17 +189,14 @@ def test_evicted_items_are_handed_to_consolidation_whatever_the_clock(make_memor
     mem = make_memory("clock", write={"context_turns": 0}, sleep={"mtm_capacity": 1, "ltm": False})
     _add_facts(mem, "alice", ["Mercy Hospital is a hospital.", "Paris is a capital city."], speaker="Alice")
     assert mem.sleep().evicted == 1
-    (queued,) = mem._parts.journal.ltm_queued()  # marked in the eviction's transaction
+    (queued,) = ltm_queued(mem)  # marked in the eviction's transaction
     mem.close()
     mem = make_memory("clock", write={"context_turns": 0}, sleep={"mtm_capacity": 1})
-    with mem._parts.journal._tx() as db:  # a clock far ahead wrote the last cycle's time
-        db.execute("INSERT INTO meta (key, value) VALUES ('ltm_since', '1e12') "
-                   "ON CONFLICT(key) DO UPDATE SET value=excluded.value")
+    set_ltm_since(mem, 1e12)  # a clock far ahead wrote the last cycle's time
     report = mem.sleep()
     assert report.ltm is not None and report.ltm.memories == 1 and report.ltm.evicted_in_batch == 1
-    key = mem._parts.consolidator.subject_key("alice")
-    assert queued[1] in {link.memory_id for link in mem._parts.journal.graph_links(key)}
-    assert mem._parts.journal.ltm_queued() == []
+    assert queued[1] in {link.memory_id for link in graph_links(mem, "alice")}
+    assert ltm_queued(mem) == []
 
 
 def test_ltm_route_in_search(make_memory: Callable[..., Memory]) -> None:
@@ -328,54 +336,18 @@ def test_graph_rejects_bad_limit(make_memory: Callable[..., Memory], bad: int) -
 def test_a_failed_graph_commit_leaves_no_trace_and_is_retried(make_memory: Callable[..., Memory],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from dialogmem import StoreError
-    from dialogmem._journal._graph import GraphRows
 
     mem = make_memory()
     _add_facts(mem, "alice", ["The Louvre is a museum in Paris."], speaker="Alice")
-    original = GraphRows._apply_graph
-
-    def half_then_fail(self: GraphRows, db: Any, graph: Any) -> None:
-        original(self, db, graph)  # everything written inside the transaction...
-        raise StoreError("disk full")  # ...then the commit fails
-
-    monkeypatch.setattr(GraphRows, "_apply_graph", half_then_fail)
+    # every graph row written inside the transaction, then the commit fails
+    fixed = fail_graph_commit_halfway(monkeypatch, StoreError("disk full"))
     with pytest.raises(StoreError):
         mem.sleep()
-    journal = mem._parts.journal
-    assert journal.graph_counts() == {"ltm_nodes": 0, "ltm_edges": 0, "ltm_links": 0} and journal.ltm_since() == 0.0
-    monkeypatch.setattr(GraphRows, "_apply_graph", original)
+    stored = journal(mem)
+    assert stored.graph_counts() == {"ltm_nodes": 0, "ltm_edges": 0, "ltm_links": 0} and stored.ltm_since() == 0.0
+    fixed()
     report = mem.sleep().ltm
     assert report is not None and report.memories == 1 and report.nodes_added > 0  # the same batch again
-
-
-def _hit(hid: str, turns: list[str], tier: str = "mtm") -> Any:
-    from dialogmem import SearchHit
-
-    return SearchHit(id=hid, memory=hid, score=1.0, time_stamp="", weekday="", speaker_name="",
-                     source_turn_ids=turns, tier=tier)  # type: ignore[arg-type]
-
-
-def test_routing_and_budget_split() -> None:
-    from dialogmem._read._ltm import ltm_slots, personal_reference, useful_graph_hits
-    from dialogmem._read._plan import HypotheticalQuery, QueryPlan
-
-    assert personal_reference("What did Maya adopt?", ["Maya Lopez"])
-    assert personal_reference("where do you work", [])
-    assert not personal_reference("What is a capital city?", ["Maya"])
-    general = QueryPlan(query="What is a capital city?", hqs=[HypotheticalQuery(text="capital city")])
-    personal = QueryPlan(query="Which city did I visit?", hqs=[HypotheticalQuery(text="city visit")])
-    routed = QueryPlan(query="Which city did I visit?", hqs=[HypotheticalQuery(text="city", route="ltm")])
-    assert ltm_slots(general, 10, speakers=[], personal_hits=2) == 5
-    assert ltm_slots(personal, 10, speakers=[], personal_hits=2) == 1
-    assert ltm_slots(personal, 1, speakers=[], personal_hits=2) == 0  # the top hits stay the user's own
-    assert ltm_slots(personal, 5, speakers=[], personal_hits=2) == 0
-    assert ltm_slots(personal, 20, speakers=[], personal_hits=2) == 2
-    assert ltm_slots(routed, 10, speakers=[], personal_hits=0) == 5  # the LLM planner routed a view to LTM
-    mtm = [_hit("m1", ["t1"]), _hit("m2", ["t2"]), _hit("m3", ["t3"])]
-    redundant, new, general_fact = _hit("g1", ["t1"], "ltm"), _hit("g2", ["t9"], "ltm"), _hit("g3", [], "ltm")
-    assert [h.id for h in useful_graph_hits(mtm, [redundant, new, general_fact], 3)] == ["g2", "g3"]
-    # t3 sits in the slot the graph hit would take: the hit brings it back, so it is kept
-    assert [h.id for h in useful_graph_hits(mtm, [_hit("g4", ["t3"], "ltm")], 3)] == ["g4"]
 
 
 def test_read_only_store_reads_the_graph(make_memory: Callable[..., Memory], tmp_path: Any) -> None:
@@ -394,45 +366,33 @@ def test_read_only_store_reads_the_graph(make_memory: Callable[..., Memory], tmp
 
 
 def _indexed_nodes(mem: Memory) -> dict[str, str]:
-    from dialogmem._store import LTM_SCOPE
-
-    records, _ = mem._parts.index.scroll(LTM_SCOPE, limit=1000)
-    assert all(r.tier == "ltm" for r in records)
-    return {r.id: r.memory for r in records}
+    return indexed_graph_nodes(mem)
 
 
 def _nodes(mem: Memory) -> dict[str, Any]:
     """Every live node by text, whoever may see it (what consolidation wrote)."""
-    return {n.text: n for n in mem._parts.journal.graph_view(with_links=False).live_nodes()}
+    return {n.text: n for n in graph_view(mem, with_links=False).live_nodes()}
 
 
 def _graph_hits(mem: Memory, user: str, query: str) -> list[Any]:
     """The graph route's hits for ``user`` as such (no MTM hit beside them to make one redundant)."""
-    return mem._parts.search.graph.search([query], 4, min_score=mem.config.sleep.ltm_min_score,
-                                          subject_key=mem._parts.consolidator.subject_key(user),
-                                          memories=lambda _ids: [])
+    return graph_route_hits(mem, user, query)
 
 
 def _live_nodes(mem: Memory) -> dict[str, str]:
-    return {n.id: n.text for n in mem._parts.journal.graph_view(with_links=False).live_nodes()}
+    return {n.id: n.text for n in graph_view(mem, with_links=False).live_nodes()}
 
 
 def test_graph_nodes_are_indexed_under_tier_ltm(make_memory: Callable[..., Memory],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from dialogmem._journal._graph import GraphRows
-
     mem = make_memory()
     _add_facts(mem, "alice", FACTS[:3], speaker="Alice")
     mem.sleep()
     live = _live_nodes(mem)
     assert live and _indexed_nodes(mem) == live  # every live node, with its text, and nothing else
     assert mem.stats()["counts"]["memories"] == 3  # a user's counts and reads never see the nodes
-    assert all(h.tier == "mtm" for h in mem._parts.index.scroll("alice", limit=100)[0])
-
-    def no_scan(self: GraphRows, ids: Any = None) -> Any:  # the search route must not read every node
-        raise AssertionError("graph_node_vectors called on the read path")
-
-    monkeypatch.setattr(GraphRows, "graph_node_vectors", no_scan)
+    assert all(h.tier == "mtm" for h in user_points(mem, "alice"))
+    forbid_graph_node_scan(monkeypatch)  # the search route must not read every node
     hits = _graph_hits(mem, "alice", "What is the Louvre?")  # alice's own knowledge (bob sees none of it)
     assert hits and any("Louvre" in h.memory for h in hits)
     monkeypatch.undo()
@@ -444,36 +404,22 @@ def test_graph_nodes_are_indexed_under_tier_ltm(make_memory: Callable[..., Memor
 
 def test_graph_index_catches_up_after_a_crash_and_a_rebuild(make_memory: Callable[..., Memory],
                                                            tmp_path: Any) -> None:
-    from dialogmem._store import LTM_SCOPE
-
     mem = make_memory("crash")
     _add_facts(mem, "alice", FACTS[:3], speaker="Alice")
     mem.sleep()
     live = _live_nodes(mem)
-    index = mem._parts.index
     # a crash after the journal commit: the index lost some node points and holds one the journal
     # dropped meanwhile, and the synced mark is behind the journal's generation
     lost = sorted(live)[:2]
-    index.delete(lost, LTM_SCOPE)
     dropped = sorted(live)[2]
-    mem._parts.journal.commit_graph(_drop(mem, dropped))
-    mem._parts.writer.checkpoint()
+    desync_graph_index(mem, lost, dropped)
     mem.close()
     again = make_memory("crash")
     now = _live_nodes(again)
     assert dropped not in now and set(lost) <= set(now)
     assert _indexed_nodes(again) == now
     # `dialogmem repair` rebuilds the index from the journal, nodes included
-    from dialogmem._facade._open import rebuild_index
-
-    rebuild_index(again._parts)
+    again.rebuild_index()
     assert _indexed_nodes(again) == now
     assert _graph_hits(again, "alice", "What is the Louvre?")
 
-
-def _drop(mem: Memory, node_id: str) -> Any:
-    from dialogmem._changes import GraphCommit
-    from dialogmem._graph import GraphDelta
-
-    node = mem._parts.journal.graph_view(with_links=False).nodes[node_id]
-    return GraphCommit(delta=GraphDelta(drop_nodes=[node.model_copy(update={"dropped_at": 1.0})]))

@@ -75,8 +75,7 @@ def test_stdio_server(tmp_path: Path) -> None:
 @pytest.fixture(params=["dialogmem mcp --http", "dialogmem serve"])
 def mcp_http(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     """MCP alone, or at /mcp beside the REST routes of ``dialogmem serve``."""
-    from dialogmem._server import create_app
-    from dialogmem._server._mcp import mcp_http_app
+    from seams import create_app, mcp_http_app
 
     keys = make_keys(tmp_path / "store", ["alice", "bob"])
     with Memory(data_dir=tmp_path / "store", **RULES_ONLY) as mem:

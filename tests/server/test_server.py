@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dialogmem._settings import ServerSettings
+from dialogmem import ServerSettings
 from serverkit import bearer, rest_server
 
 SETTINGS = ServerSettings(max_body_bytes=64 * 1024, max_batch_messages=5, max_conversation_turns=8)
@@ -119,7 +119,7 @@ def test_key_forms(env: Env) -> None:
 
 
 def test_revoked_key_stops_at_once(tmp_path_factory: pytest.TempPathFactory) -> None:
-    from serverkit import make_keys  # a key made beside the running server, as `dialogmem keys create` does
+    from serverkit import make_keys, revoke_key  # `dialogmem keys create` / `revoke` beside the running server
 
     with rest_server(tmp_path_factory.mktemp("revoke") / "s", ["carol"]) as (url, keys, mem):
         c = httpx.Client(base_url=url, timeout=30)
@@ -127,7 +127,7 @@ def test_revoked_key_stops_at_once(tmp_path_factory: pytest.TempPathFactory) -> 
         more = make_keys(mem.data_dir, ["dave"])
         assert c.post("/v1/search", json={"query": "x"}, headers=bearer(more["dave"])).status_code == 200
         key_id = keys["carol"].split("_")[1]
-        mem._parts.journal.revoke_key(key_id)
+        revoke_key(mem.data_dir, key_id)
         assert c.post("/v1/search", json={"query": "x"}, headers=bearer(keys["carol"])).status_code == 401
 
 
@@ -232,7 +232,7 @@ def test_malformed_json_body(env: Env) -> None:
 
 def test_answer_without_llm_is_503(tmp_path_factory: pytest.TempPathFactory) -> None:
     from dialogmem import Memory
-    from dialogmem._server import create_app
+    from seams import create_app
     from serverkit import RULES_ONLY, make_keys, serve
 
     root = tmp_path_factory.mktemp("nollm") / "s"

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from dialogmem import ScriptedLLM
+from seams import journal
 from serverkit import bearer, rest_server
 
 USERS = [f"user{i}" for i in range(6)]
@@ -111,5 +112,5 @@ def test_many_threads_many_users_lose_nothing(tmp_path: Path) -> None:
             for user in USERS:
                 counts = c.get("/v1/stats", headers=bearer(keys[user])).json()["counts"]
                 assert counts["turns"] == len(acked[user]) == 16
-                turns = {t.id for t in mem._parts.journal.turns(user)}
+                turns = {t.id for t in journal(mem).turns(user)}
                 assert turns == set(acked[user])

@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
+import seams
 from dialogmem import Memory, StoreError
-from dialogmem._server import create_app
+from seams import create_app
 from serverkit import RULES_ONLY, answering_llm, bearer, rest_server, serve
 
 #: statuses any /v1 operation can answer
@@ -72,7 +73,7 @@ def test_the_journal_down_is_503_json_also_in_the_key_check(tmp_path_factory: py
                      **RULES_ONLY)
         try:
             with serve(create_app(mem)) as url, httpx.Client(base_url=url, timeout=60) as client:
-                key = bearer(mem._parts.journal.create_key("user", "alice")[1])
+                key = bearer(seams.journal(mem).create_key("user", "alice")[1])  # the CLI's own call, on PostgreSQL
                 assert client.post("/v1/search", json={"query": "x"}, headers=key).status_code == 200
                 pg.stop()
                 for method, path, body in (("POST", "/v1/search", {"query": "x"}), ("GET", "/v1/memories", None),

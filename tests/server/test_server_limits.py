@@ -14,8 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from dialogmem._server._limits import TokenBucket
-from dialogmem._settings import ServerSettings
+from dialogmem import ServerSettings
 from serverkit import answering_llm, bearer, rest_server
 
 
@@ -131,12 +130,3 @@ def test_a_480_kb_timestamp_is_refused_at_once(tmp_path: Path, route: str, field
         assert r.status_code == 422 and "at most 100" in r.json()["detail"]
         assert took < 1.0, took  # was 13 s of CPU in dateparser
         assert c.get("/v1/stats", headers=bearer(keys["alice"])).json()["counts"]["turns"] == 0
-
-
-def test_token_bucket() -> None:
-    bucket = TokenBucket(rate=2.0, capacity=3.0, tokens=3.0, stamp=0.0)
-    assert [bucket.take(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert bucket.take(0.0) == pytest.approx(0.5)  # one token every half second
-    assert bucket.take(0.5) == 0.0 and bucket.take(0.5) == pytest.approx(0.5)
-    taken = [bucket.take(100.0) for _ in range(4)]
-    assert taken[:3] == [0.0, 0.0, 0.0] and taken[3] > 0  # saved up to the capacity only

@@ -138,6 +138,19 @@ def test_status_quarantine_retry_and_drop(opener: Opener) -> None:
     assert j.count_turns("u", TurnStatus.PROCESSED) == 3 and j.count_turns("u", TurnStatus.PENDING) == 1
 
 
+def test_memories_containing_a_text(opener: Opener) -> None:
+    """``contains`` reads the memory text (not the payload's other fields), any ASCII case, with
+    LIKE's wildcards and the escape character as plain characters."""
+    j = opener()
+    assert j.largest_user() == 0
+    _add(j, _record(1), _record(2).model_copy(update={"memory": 'Café "Ole" 100% OFF_x!'}))
+    _add(j, _record(3, user="v"))
+    assert [m.id for m in j.memories("u", contains="MEMORY 1")] == [_record(1).id]
+    assert [m.id for m in j.memories("u", contains='café "ole" 100% off_x!')] == [_record(2).id]
+    assert j.memories("u", contains="100_") == [] and j.memories("u", contains="x!!") == []
+    assert j.memories("u", contains="mtm") == [] and j.memories("u", contains="memory 3") == []
+
+
 def test_memory_rows_reads_and_isolation(opener: Opener) -> None:
     j = opener()
     _add(j, *[_record(i) for i in range(1, 6)], _record(6, tier="ltm"))
@@ -150,10 +163,14 @@ def test_memory_rows_reads_and_isolation(opener: Opener) -> None:
     assert [m.id for m in j.memories("u", tier="ltm")] == [_record(6).id]
     assert [m.id for m in j.memories("u", ids=[_record(2).id, _record(7).id])] == [_record(2).id]
     assert j.memories("u", ids=[]) == []
+    # contains: the memory text (not the payload's other fields), any ASCII case, wildcards as characters
+    assert [m.id for m in j.memories("u", contains="MEMORY 3")] == [_record(3).id]
+    assert j.memories("u", contains="mtm") == [] and j.memories("v", contains="memory 3") == []
     vectors = j.vectors("u", [_record(3).id, _record(7).id])
     assert list(vectors) == [_record(3).id] and np.array_equal(vectors[_record(3).id], _vec(3))
     assert j.vectors("u", []) == {}
     assert j.count_memories() == 7 and j.count_memories("u") == 6 and j.count_memories("u", tier="ltm") == 1
+    assert j.largest_user() == 6
     stolen = _record(1).model_copy(update={"user_id": "v"})
     with pytest.raises(StoreError):  # a memory id cannot change owner; the whole commit rolls back
         j.commit(ChangeSet("v", turns=[_turn(50, user="v")], writes=[MemoryWrite(stolen, Event.ADD, "t")]), {})

@@ -575,3 +575,38 @@ def test_open_index_picks_the_adapter(tmp_path: Path) -> None:
         open_index(StoreConfig(backend="qdrant"), tmp_path, DIM)
     with pytest.raises(StoreError):
         open_index(StoreConfig(backend="qdrant", url="http://127.0.0.1:9"), tmp_path, DIM)
+
+
+# -- the search graph: built when asked, for the new points only ------------------------------
+
+
+def test_edge_builds_its_search_graph_when_enough_points_wait(tmp_path: Path) -> None:
+    # a low indexing threshold (16 KB: about ten 384-d vectors) so a few hundred points are enough
+    idx = EdgeIndex(tmp_path / "index", dim=DIM, indexing_threshold_kb=16, segment_points=10_000)
+    try:
+        records = [record("u1", f"note number {i} about the garden") for i in range(300)]
+        vecs = put(idx, records, seed=3)
+        assert idx.unindexed() == 300  # new points are searched by an exact scan
+        assert idx.build_index(301) == 0 and idx.unindexed() == 300  # not enough wait: nothing built
+        assert idx.build_index(0) == 0  # 0 turns building off
+        assert idx.build_index(300) == 300 and idx.unindexed() == 0
+        assert idx.build_index(1) == 0  # nothing waits any more
+        more = [record("u1", f"later note {i}") for i in range(50)]
+        put(idx, more, seed=4)
+        assert idx.unindexed() == 50  # the next build has the new points only
+        # the graph answers what the scan answered: each point is its own nearest neighbour
+        for i in (0, 150, 299):
+            hits = idx.dense_search("u1", vecs[i], limit=1)
+            assert hits[0].record.id == records[i].id
+        assert idx.count("u1") == 350 and idx.count("u2") == 0
+    finally:
+        idx.close()
+
+
+def test_a_backend_that_builds_its_own_graph_reports_nothing_built(tmp_path: Path) -> None:
+    idx = make_index("remote", tmp_path)
+    try:
+        put(idx, [record("u1", f"note {i}") for i in range(20)])
+        assert idx.build_index(1) == 0
+    finally:
+        idx.close()

@@ -128,21 +128,23 @@ class AsyncMemory:
         return await self._run(mem.answer, query, user_id, mode=mode, max_rounds=max_rounds, limit=limit,
                                reference_time=reference_time)
 
-    async def sources(self, memory_id: str, user_id: str) -> list[SourceTurn]:
-        return await self._run((await self._ensure()).sources, memory_id, user_id)
+    async def sources(self, memory_id: str, user_id: str, *, around: int = 0) -> list[SourceTurn]:
+        return await self._run((await self._ensure()).sources, memory_id, user_id, around=around)
 
     async def get(self, memory_id: str, user_id: str, *, include_evicted: bool = True) -> MemoryRecord:
         return await self._run((await self._ensure()).get, memory_id, user_id, include_evicted=include_evicted)
 
     async def get_all(self, user_id: str, *, limit: int = 100, offset: str | None = None,
                       filters: IndexFilter | dict[str, Any] | None = None,
-                      include_evicted: bool = False) -> list[MemoryRecord]:
+                      include_evicted: bool = False, contains: str | None = None) -> list[MemoryRecord]:
         mem = await self._ensure()
         return await self._run(mem.get_all, user_id, limit=limit, offset=offset, filters=filters,
-                               include_evicted=include_evicted)
+                               include_evicted=include_evicted, contains=contains)
 
-    async def update(self, memory_id: str, text: str, user_id: str, *, actor: str = "user") -> MemoryRecord:
-        return await self._run((await self._ensure()).update, memory_id, text, user_id, actor=actor)
+    async def update(self, memory_id: str, text: str, user_id: str, *, actor: str = "user",
+                     metadata: dict[str, Any] | None = None) -> MemoryRecord:
+        return await self._run((await self._ensure()).update, memory_id, text, user_id, actor=actor,
+                               metadata=metadata)
 
     async def delete(self, memory_id: str, user_id: str, *, actor: str = "user") -> None:
         await self._run((await self._ensure()).delete, memory_id, user_id, actor=actor)

@@ -68,6 +68,10 @@ def _name(c: str) -> str:
     return f"U+{ord(c):04X} ({unicodedata.name(c, unicodedata.category(c))})"
 
 
+#: the longest text ``get_all(contains=...)`` looks for
+MAX_CONTAINS_CHARS = 1000
+
+
 def check_bounded_text(what: str, text: object, max_chars: int, setting: str) -> str:
     """A non-empty string of valid Unicode within ``max_chars`` (named by its ``setting``)."""
     if not isinstance(text, str) or not text.strip():

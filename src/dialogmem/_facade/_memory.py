@@ -39,7 +39,7 @@ from .._types import (
 )
 from .._write._records import coerce_filter, edited, matches
 from ._conversation import Conversation, read_conversation_source
-from ._input import check_bounded_text, check_id, check_int, to_turns
+from ._input import MAX_CONTAINS_CHARS, check_bounded_text, check_id, check_int, check_metadata, to_turns
 from ._lifecycle import CallGate, StoreLock
 from ._offline import Offline
 from ._open import Parts, open_parts
@@ -197,14 +197,19 @@ class Memory(Operations, Offline, Transfer):
                 stored += self._parts.ingest.process(uid, force=True).stored
             return [SearchHit.from_record(r, 1.0) for r in stored]
 
-    def update(self, memory_id: str, text: str, user_id: str, *, actor: str = "user") -> MemoryRecord:
-        """Replace a memory's text: re-embedded, keywords and entities follow it, version + 1, history row."""
+    def update(self, memory_id: str, text: str, user_id: str, *, actor: str = "user",
+               metadata: dict[str, Any] | None = None) -> MemoryRecord:
+        """Replace a memory's text: re-embedded, keywords and entities follow it, version + 1, history row.
+        ``metadata``, when given, replaces the memory's metadata in the same change."""
         with self._call():
             self._writable()
             check_bounded_text("text", text, self.config.write.max_turn_chars, "write.max_turn_chars")
+            changes: dict[str, Any] = {}
+            if metadata is not None:
+                changes["metadata"] = check_metadata("metadata", metadata, self.config.write.max_metadata_bytes)
             with self._parts.ingest.user_lock(user_id):
                 old = self._get(memory_id, user_id)
-                new = edited(old, text, now=time.time())
+                new = edited(old, text, now=time.time(), **changes)
                 self._parts.writer.apply(ChangeSet(user_id, writes=[MemoryWrite(
                     record=new, event=Event.UPDATE, actor=check_id("actor", actor), old=old)]))
             return new
@@ -255,12 +260,22 @@ class Memory(Operations, Offline, Transfer):
                 reference_time=parse_timestamp(reference_time) if reference_time is not None else None,
                 recent_context=context, speakers=self._known_speakers(user_id), expand=expand)
 
-    def sources(self, memory_id: str, user_id: str) -> list[SourceTurn]:
+    def sources(self, memory_id: str, user_id: str, *, around: int = 0) -> list[SourceTurn]:
         """The raw turns (L2) a memory of this user was made from, oldest first (``NotFoundError`` for
-        an unknown or another user's memory id; evicted memories keep their sources)."""
+        an unknown or another user's memory id; evicted memories keep their sources). ``around``
+        (0-20): also this user's turns just before and after each source, in journal order (the
+        sources in their conversation; tell them apart by the memory's ``source_turn_ids``)."""
         with self._call():
+            check_int("around", around, 0, 20)
             record = self._get(memory_id, user_id, include_evicted=True)
             turns = self._parts.journal.turns(user_id, ids=record.source_turn_ids)
+            if around:
+                near = {t.id: t for t in turns}
+                for t in turns:
+                    near.update((n.id, n) for n in self._parts.journal.turns_before(user_id, t.seq, around))
+                    near.update((n.id, n) for n, _, _ in self._parts.journal.turn_rows(
+                        user_id, after_seq=t.seq, limit=around))
+                turns = sorted(near.values(), key=lambda t: t.seq)
             return [SourceTurn.from_turn(t) for t in turns]
 
     def answer(self, query: str, user_id: str, *, mode: AnswerMode | None = None, max_rounds: int | None = None,
@@ -310,19 +325,24 @@ class Memory(Operations, Offline, Transfer):
 
     def get_all(self, user_id: str, *, limit: int = 100, offset: str | None = None,
                 filters: IndexFilter | dict[str, Any] | None = None,
-                include_evicted: bool = False) -> list[MemoryRecord]:
-        """This user's memories ordered by id, ``limit`` at a time (pass the last id as ``offset``)."""
+                include_evicted: bool = False, contains: str | None = None) -> list[MemoryRecord]:
+        """This user's memories ordered by id, ``limit`` at a time (pass the last id as ``offset``);
+        ``contains``: only those whose text holds it (case-insensitive for ASCII letters; the
+        journal scans, no index needed)."""
         with self._call():
             check_id("user_id", user_id)
             check_int("limit", limit, 1, 10_000)
             if offset is not None:
                 check_id("offset", offset)
+            if contains is not None:
+                check_bounded_text("contains", contains, MAX_CONTAINS_CHARS, "the search-text limit")
             flt = coerce_filter(filters)
             statuses = ("active", "evicted") if include_evicted else ("active",)
             out: list[MemoryRecord] = []
             after = offset
             while len(out) < limit:
-                page = self._parts.journal.memories(user_id, statuses=statuses, after_id=after, limit=limit)
+                page = self._parts.journal.memories(user_id, statuses=statuses, after_id=after, limit=limit,
+                                                    contains=contains)
                 out += [r for r in page if matches(r, flt)]
                 if len(page) < limit:
                     break

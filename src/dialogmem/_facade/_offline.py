@@ -49,6 +49,7 @@ class Offline(FacadeHost):
                 report.compressed += got.compressed
             if self.config.sleep.ltm:
                 report.ltm = self._parts.consolidator.run()
+            report.indexed = self._parts.writer.build_index(self.config.store.index_min_points)
             self._parts.writer.checkpoint()
             report.seconds = round(time.perf_counter() - started, 3)
             return report

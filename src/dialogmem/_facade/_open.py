@@ -93,31 +93,11 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
         if llm_client is not None:
             llm_client.usage = usage  # one tracker: the client's calls land in stats()
         llm = llm_client if llm_client is not None else make_llm(config.llm, usage)
-        access = AccessLog()
-        # Usage counters ride along with the next commit: a transaction per search would cost its latency.
-        pending_usage = PendingUsage()
-        usage.sink = pending_usage.add
         if read_only:
             index = ReadOnlyIndex(config.embedder.dim, lambda shard, user: _fill_copy(journal, embedder, shard, user))
         else:
             index = _open_index(config, paths, journal)
-        writer = ChangeWriter(journal, index, embedder, access, pending_usage)
-        stages = make_write_stages(config.write, llm, embedder)
-        consolidator = LTMConsolidator(journal, writer, embedder, llm, config.sleep)
-        pipeline = ReadPipeline(index, embedder, make_planner(config.read.planner, llm),
-                                make_selector(config.read.selector, llm), usage,
-                                dense_weight=config.read.fusion_weight())
-        graph = GraphSearcher(journal, index, embedder, min_users=config.sleep.ltm_min_users)
-        parts = Parts(
-            config=config, paths=paths, journal=journal, usage=usage, embedder=embedder, llm=llm, index=index,
-            access=access, writer=writer, stages=stages, ingest=Ingest(journal, writer, index, stages),
-            answerer=HyMemAnswerer(llm, config.answer),
-            sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
-            evictor=Evictor(journal, writer),
-            consolidator=consolidator,
-            search=Searcher(pipeline, graph, journal, access, writer, usage, read=config.read, sleep=config.sleep,
-                            subject_key=consolidator.subject_key, read_only=read_only),
-        )
+        parts = _assemble(config, paths, journal, usage, embedder, llm, index)
         if not read_only:
             _reconcile(parts)
         return parts
@@ -126,6 +106,32 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
             index.close()
         journal.close()
         raise
+
+
+def _assemble(config: Config, paths: StorePaths, journal: Journal, usage: UsageTracker, embedder: Embedder,
+              llm: LLMClient, index: VectorIndex) -> Parts:
+    """The stages and runners of an open store, around its journal, index, embedder and LLM."""
+    access = AccessLog()
+    # Usage counters ride along with the next commit: a transaction per search would cost its latency.
+    pending_usage = PendingUsage()
+    usage.sink = pending_usage.add
+    writer = ChangeWriter(journal, index, embedder, access, pending_usage)
+    stages = make_write_stages(config.write, llm, embedder)
+    consolidator = LTMConsolidator(journal, writer, embedder, llm, config.sleep)
+    pipeline = ReadPipeline(index, embedder, make_planner(config.read.planner, llm),
+                            make_selector(config.read.selector, llm), usage,
+                            dense_weight=config.read.fusion_weight())
+    graph = GraphSearcher(journal, index, embedder, min_users=config.sleep.ltm_min_users)
+    return Parts(
+        config=config, paths=paths, journal=journal, usage=usage, embedder=embedder, llm=llm, index=index,
+        access=access, writer=writer, stages=stages, ingest=Ingest(journal, writer, index, stages),
+        answerer=HyMemAnswerer(llm, config.answer),
+        sleeper=SleepRunner(index, journal, writer, llm, config.sleep),
+        evictor=Evictor(journal, writer),
+        consolidator=consolidator,
+        search=Searcher(pipeline, graph, journal, access, writer, usage, read=config.read, sleep=config.sleep,
+                        subject_key=consolidator.subject_key, read_only=config.read_only),
+    )
 
 
 def _fill_copy(journal: Journal, embedder: Embedder, shard: VectorIndex, user_id: str) -> int:
@@ -141,8 +147,7 @@ def _open_index(config: Config, paths: StorePaths, journal: Journal) -> VectorIn
     store_id = journal.meta("store_id") or ""
     check_marker(paths, store_id)
     try:
-        return EdgeIndex(paths.index, dim=config.embedder.dim, search_threads=config.store.search_threads,
-                         min_free_mb=config.store.min_free_mb)
+        return EdgeIndex.from_config(paths.index, config.embedder.dim, config.store)
     except DiskFullError:  # nothing is damaged: the store opens once space is freed
         raise
     except StoreError as exc:
@@ -196,6 +201,9 @@ def rebuild_index(parts: Parts) -> RepairReport:
     started = time.perf_counter()
     report = RepairReport()
     generation = int(parts.journal.meta("index_generation") or 1) + 1
+    # what the old index holds is flushed and marked synced first (the new one is filled from the
+    # journal anyway); checkpointing after the close below would flush a closed shard
+    parts.writer.checkpoint()
     if isinstance(parts.index, EdgeIndex):
         min_free_mb = parts.config.store.min_free_mb
         # the old directory stays on disk: refuse before closing it when a new one would not fit
@@ -203,14 +211,12 @@ def rebuild_index(parts: Parts) -> RepairReport:
         parts.index.close()
         moved = parts.paths.move_index_aside("replaced")
         report.index_moved_to = str(moved) if moved else None
-        new: VectorIndex = EdgeIndex(parts.paths.index, dim=parts.config.embedder.dim,
-                                     search_threads=parts.config.store.search_threads, min_free_mb=min_free_mb)
+        new: VectorIndex = EdgeIndex.from_config(parts.paths.index, parts.config.embedder.dim, parts.config.store)
     elif isinstance(parts.index, RemoteIndex):
         parts.index.reset()
         new = parts.index
     else:
         raise StoreError("this store's index cannot be rebuilt in place")
-    parts.writer.checkpoint()
     report.memories_indexed = fill_index(parts.journal, parts.embedder, new)
     sync_graph_index(parts.journal, new, force=True)
     parts.journal.set_meta("index_generation", str(generation))

@@ -13,7 +13,6 @@ A mixin of ``Memory``: it relies on the facade's ``_parts``, ``config``, ``_call
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 import threading
 import time
@@ -24,13 +23,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from .._errors import InputError, StoreError, first_problem
+from .._errors import InputError, first_problem
+from .._files import Destination, writing
 from .._journal import TurnStatus
 from .._models._factory import embedder_identity
 from .._store._payload import point_id
-from .._types import AddResult, HistoryEntry, MemoryRecord, Turn
+from .._types import AddResult, ExportReport, HistoryEntry, ImportReport, MemoryRecord, Turn
 from ._foreign import chat_logs, mem0_lines
 from ._host import FacadeHost
 from ._input import check_bounded_text, check_id, check_metadata
@@ -55,36 +55,6 @@ BATCH = 500  # lines per journal transaction on import, rows per page on export
 KINDS = ("turn", "quarantined", "memory", "history")
 _STATUSES: tuple[MemoryStatus, ...] = ("active", "evicted", "deleted")
 
-Destination = str | Path | IO[str]
-
-
-class ExportReport(BaseModel):
-    """What ``Memory.export`` wrote."""
-
-    users: list[str]
-    turns: int = 0
-    quarantined: int = 0
-    memories: int = 0
-    history: int = 0
-    vectors: bool = False
-    seconds: float = 0.0
-
-
-class ImportReport(BaseModel):
-    """What ``Memory.import_`` added (rows the store held already are ``skipped``, never changed)."""
-
-    users: list[str]
-    turns: int = 0
-    quarantined: int = 0
-    memories: int = 0
-    history: int = 0
-    skipped_turns: int = 0
-    skipped_memories: int = 0
-    embedded: int = Field(0, description="memories whose vector was computed on import (none in the file, or "
-                                         "written by another embedder)")
-    without_sources: list[str] = Field(default_factory=list, description="ids of imported memories none of "
-                                       "whose source turns (L2) the store holds: they cannot be expanded")
-    seconds: float = 0.0
 
 
 @dataclass
@@ -129,7 +99,7 @@ class Transfer(FacadeHost):
             if not self.config.read_only:
                 self._parts.writer.flush_counters()  # access counts still in memory go out too
             report = ExportReport(users=users, vectors=vectors)
-            with _writing(destination) as out:
+            with writing(destination) as out:
                 header = HeaderLine(embedder=self._embedder_id() if vectors else None, users=users,
                                     exported_at=time.time())
                 out.write(dump_line(header) + "\n")
@@ -185,6 +155,8 @@ class Transfer(FacadeHost):
             report.without_sources = self._without_sources(plan)
             if report.without_sources:
                 log.info("%d imported memories have no raw turns (L2) in the store", len(report.without_sources))
+            self._parts.writer.checkpoint()  # every imported row is in the index's segments
+            report.indexed = self._parts.writer.build_index(self.config.store.index_min_points)
             report.seconds = round(time.perf_counter() - started, 3)
             return report
 
@@ -352,8 +324,8 @@ class Transfer(FacadeHost):
             with self._parts.ingest.user_lock(uid):
                 self._parts.index.check_room(active)
                 added = self._parts.journal.import_rows(uid, turns=b.turns, memories=b.memories, history=b.history)
-                if active:
-                    self._parts.writer.replay_outbox(uid)
+                self._parts.writer.index_imported([(r, v) for r, status, v in b.memories
+                                                   if status == "active" and v is not None])
             quarantined = sum(1 for _, status, _ in b.turns if status is TurnStatus.QUARANTINED)
             report.skipped_turns += len(b.turns) - added["turns"]
             report.memories += added["memories"]
@@ -442,25 +414,3 @@ def _reading(source: Destination) -> Iterator[tuple[str, IO[str]]]:
             copy.write(text)
         copy.seek(0)
         yield name, copy
-
-
-@contextmanager
-def _writing(destination: Destination) -> Iterator[IO[str]]:
-    """An open text file; a path is written beside itself and renamed once complete."""
-    if not isinstance(destination, str | Path):
-        yield destination
-        return
-    path = Path(destination)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    except OSError as exc:
-        raise StoreError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -30,6 +30,9 @@ _SELECT = "SELECT id, payload, access_count, last_accessed, status FROM memories
 class MemoryRows:
     """Mixin: needs ``_tx()``, ``_query()``, ``_insert_turns()`` and ``_insert_history()``."""
 
+    #: SQL of a row's memory text (it lives in the JSON payload); PostgreSQL spells it its own way
+    _memory_text_sql = "json_extract(payload, '$.memory')"
+
     #: refuse a commit whose processed turns are not all pending (several processes share the journal)
     strict_claims = False
 
@@ -188,10 +191,15 @@ class MemoryRows:
         return _record(rows[0]) if rows else None
 
     def memories(self, user_id: str, *, statuses: Sequence[str] = ("active",), after_id: str | None = None,
-                 limit: int = 100, tier: str | None = None, ids: Sequence[str] | None = None) -> list[MemoryRecord]:
-        """This user's memories ordered by id, ``limit`` at a time after ``after_id``."""
+                 limit: int = 100, tier: str | None = None, ids: Sequence[str] | None = None,
+                 contains: str | None = None) -> list[MemoryRecord]:
+        """This user's memories ordered by id, ``limit`` at a time after ``after_id``; ``contains``:
+        only those whose text holds it (case-insensitive for ASCII letters)."""
         sql = f"{_SELECT} WHERE user_id=? AND status IN ({_marks(statuses)})"
         params: list[object] = [user_id, *statuses]
+        if contains:
+            sql += f" AND lower({self._memory_text_sql}) LIKE ? ESCAPE '!'"
+            params.append(like_pattern(contains))
         if after_id is not None:
             sql, params = sql + " AND id > ?", [*params, after_id]
         if tier is not None:
@@ -216,6 +224,12 @@ class MemoryRows:
         if tier is not None:
             sql, params = sql + " AND tier=?", [*params, tier]
         return int(self._query(sql, params)[0][0])
+
+    def largest_user(self) -> int:
+        """The most active memories one user holds (0 for an empty store)."""
+        rows = self._query("SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM memories "
+                           "WHERE status='active' GROUP BY user_id) AS per_user")
+        return int(rows[0][0])
 
     def memory_owner(self, memory_id: str) -> str | None:
         rows = self._query("SELECT user_id FROM memories WHERE id=?", (memory_id,))
@@ -302,3 +316,9 @@ def _vector(blob: bytes | None) -> np.ndarray | None:
 
 def _marks(items: Sequence[object]) -> str:
     return ",".join("?" * len(items))
+
+
+def like_pattern(text: str) -> str:
+    """A LIKE pattern (escape character ``!``) matching any text that holds ``text``, lower-cased."""
+    escaped = text.lower().replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    return f"%{escaped}%"

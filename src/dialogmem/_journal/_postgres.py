@@ -107,6 +107,8 @@ def redact(url: str) -> str:
 class PostgresJournal(SQLiteJournal):
     """The journal in a PostgreSQL schema. Thread-safe; safe for several processes at once."""
 
+    _memory_text_sql = "(payload::jsonb ->> 'memory')"
+
     shared = True
     strict_claims = True  # a batch another node processed meanwhile (its lock lost) is refused, not redone
 

@@ -21,6 +21,8 @@ from ._errors import error_responses, install_handlers
 from ._jobs import SleepJobs
 from ._limits import BodyLimit, BodyTimeout, RateLimit
 from ._models import Health
+from ._routes_data import STREAMED_PATHS
+from ._routes_data import router as data_router
 from ._routes_memories import router as memories_router
 from ._routes_read import router as read_router
 
@@ -28,10 +30,11 @@ log = logging.getLogger(__name__)
 
 
 def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: bool = True,
-               mcp: bool = True, host: str = "127.0.0.1") -> FastAPI:
+               mcp: bool = True, host: str = "127.0.0.1", ui: bool = True) -> FastAPI:
     """The app over an open store. ``auth=False`` lets every request act as an admin (``--no-auth``).
     ``mcp``: also serve the MCP tools (streamable HTTP) at ``/mcp`` behind the same keys; ``host``
-    is the listen address (a loopback one turns on the MCP transport's DNS-rebinding check).
+    is the listen address (a loopback one turns on the MCP transport's DNS-rebinding check); ``ui``:
+    also serve the memory inspector at ``/ui`` (signed in with the same keys, in a session cookie).
 
     The caller owns ``memory`` (opens and closes it); the app waits for its sleep jobs at shutdown.
     """
@@ -66,13 +69,18 @@ def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: 
 
     app.include_router(memories_router)
     app.include_router(read_router)
+    app.include_router(data_router)
     if mcp_app is not None:
         app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
     # the outermost middleware runs first: the key is checked, then its rate, before the body is read
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, streamed=STREAMED_PATHS)
     app.add_middleware(BodyTimeout, seconds=settings.body_timeout_s)
     app.add_middleware(RateLimit, per_second=settings.requests_per_second, burst=settings.request_burst,
                        llm_calls=settings.llm_calls_per_key)
+    if ui:  # between the key check and the rate limit: a signed-in browser counts under its key
+        from ._ui import UIGuard, install_ui
+
+        app.add_middleware(UIGuard, sessions=install_ui(app, verify), verify=verify)
     app.add_middleware(KeyAuth, verify=verify, protected=("/v1", "/mcp"))
     return app
 

@@ -180,3 +180,30 @@ def mcp(user: Annotated[str | None, typer.Option("--user", "-u", help="the user 
                 build_mcp(memory, fixed_user(user)).run("stdio")
     except DialogmemError as exc:
         raise fail(str(exc)) from None
+
+
+def ui(port: Annotated[int | None, typer.Option("--port", help="default: server.port (8420)")] = None,
+       host: Annotated[str | None, typer.Option("--host", help="127.0.0.1 only (refused otherwise)")] = None,
+       config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
+    """Open the memory inspector on a local store, without keys, at http://127.0.0.1:PORT/ui/."""
+    if host is not None and host not in ("127.0.0.1", "localhost"):
+        raise fail("dialogmem ui serves 127.0.0.1 only, without keys: use `dialogmem serve` (with keys) "
+                   "to reach the inspector from elsewhere")
+    _server_extra()
+    cfg = _config(config, data_dir)
+    import uvicorn
+
+    from .._facade._memory import Memory
+    from ._app import create_app
+    from ._limits import uvicorn_options
+
+    bind_port = port or cfg.server.port
+    try:
+        with Memory(cfg) as memory:
+            app = create_app(memory, cfg.server, auth=False, mcp=False, host="127.0.0.1", ui=True)
+            typer.secho("No keys: anyone on this machine can read and change this store while it runs "
+                        "(the REST API at /v1 too).", fg="yellow", err=True)
+            typer.echo(f"dialogmem inspector: http://127.0.0.1:{bind_port}/ui/")
+            uvicorn.run(app, host="127.0.0.1", port=bind_port, log_level="warning", **uvicorn_options(cfg.server))
+    except DialogmemError as exc:
+        raise fail(str(exc)) from None

@@ -19,7 +19,8 @@ from ._auth import send_error
 
 log = logging.getLogger(__name__)
 #: POST routes that may call the LLM (extraction, planning, answering, MCP tools)
-LLM_ROUTES = frozenset({"/v1/answer", "/v1/search", "/v1/memories", "/v1/conversations", "/mcp"})
+LLM_ROUTES = frozenset({"/v1/answer", "/v1/search", "/v1/memories", "/v1/conversations", "/v1/quarantine/retry",
+                        "/mcp"})
 
 
 class BodyLimit:
@@ -28,12 +29,13 @@ class BodyLimit:
     A declared ``Content-Length`` is checked first; a chunked body is read up to the limit, then
     replayed to the app (bodies are small: the limit is a few MiB)."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, streamed: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.streamed = streamed  # paths whose route reads the body as a stream under its own limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS") or scope["path"] in self.streamed:
             await self.app(scope, receive, send)
             return
         declared = dict(scope.get("headers", [])).get(b"content-length")

@@ -69,6 +69,7 @@ class AnswerRequest(_Body):
 
 class UpdateRequest(_Body):
     text: Text
+    metadata: dict[str, Any] | None = None  # replaces the memory's metadata when given
 
 
 class MemoryPage(BaseModel):
@@ -112,3 +113,21 @@ class ErrorBody(BaseModel):
 
     error: str
     detail: str = Field(description="one line, safe to show")
+
+
+class QuarantineRequest(_Body):
+    """``POST /v1/quarantine/retry``: all of the user's quarantined turns, or these."""
+
+    user_id: str | None = None
+    turn_ids: list[str] | None = None
+
+
+class DropRequest(_Body):
+    """``POST /v1/quarantine/drop``: the quarantined turns to give up on."""
+
+    user_id: str | None = None
+    turn_ids: list[str]
+
+
+class Dropped(BaseModel):
+    dropped: int

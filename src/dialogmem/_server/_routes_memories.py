@@ -4,13 +4,14 @@ user's slow call (an LLM extraction) holds one thread and never the event loop."
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
 from .._errors import InputError
 from .._facade._conversation import read_conversation_source
-from .._facade._input import MAX_ID_LEN
+from .._facade._input import MAX_CONTAINS_CHARS, MAX_ID_LEN
 from .._facade._memory import Memory
 from .._types import AddResult, HistoryEntry, MemoryRecord, SearchHit, SourceTurn
 from ._auth import scope_user
@@ -62,15 +63,36 @@ def get_all(mem: MemoryDep, key: KeyDep, user_id: UserQuery = None,
             offset: Annotated[str | None, Query(max_length=MAX_ID_LEN, pattern=OFFSET_PATTERN,
                                                 description="the next_offset of the previous page, or a "
                                                             "number of memories to skip")] = None,
-            include_evicted: bool = False) -> MemoryPage:
+            include_evicted: bool = False,
+            filters: Annotated[str | None, Query(max_length=65_536, description="a JSON object of "
+                                                 "IndexFilter fields (agent_id, session_id, speakers...)")
+                               ] = None,
+            contains: Annotated[str | None, Query(max_length=MAX_CONTAINS_CHARS, description="only memories whose "
+                                                  "text holds this (case-insensitive for ASCII letters)")
+                                ] = None) -> MemoryPage:
     """``Memory.get_all``: this user's memories ordered by id, a page at a time."""
     user = scope_user(key, user_id)
+    flt = _filters(filters)
     count = _skip_count(offset)
     cursor = _skip(mem, user, count, include_evicted) if count is not None else offset or None
     if cursor == "":
         return MemoryPage(memories=[])
-    records = mem.get_all(user, limit=limit, offset=cursor, include_evicted=include_evicted)
+    records = mem.get_all(user, limit=limit, offset=cursor, include_evicted=include_evicted, filters=flt,
+                          contains=contains)
     return MemoryPage(memories=records, next_offset=records[-1].id if len(records) == limit else None)
+
+
+def _filters(text: str | None) -> dict[str, Any] | None:
+    """The ``filters`` query parameter: JSON text of an object (``Memory.get_all`` checks its fields)."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"filters: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError("filters: a JSON object of IndexFilter fields")
+    return data
 
 
 def _skip_count(offset: str | None) -> int | None:
@@ -95,16 +117,18 @@ def _skip(mem: Memory, user: str, count: int, include_evicted: bool) -> str | No
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryRecord, responses=error_responses(404))
-def get(memory_id: MemoryId, mem: MemoryDep, key: KeyDep, user_id: UserQuery = None) -> MemoryRecord:
+def get(memory_id: MemoryId, mem: MemoryDep, key: KeyDep, user_id: UserQuery = None,
+        include_evicted: bool = True) -> MemoryRecord:
     """``Memory.get``: one memory (404 for an unknown id or another user's)."""
-    return mem.get(memory_id, scope_user(key, user_id))
+    return mem.get(memory_id, scope_user(key, user_id), include_evicted=include_evicted)
 
 
 @router.put("/memories/{memory_id}", response_model=MemoryRecord, responses=error_responses(404, *BODY_ERRORS))
 def update(memory_id: MemoryId, body: UpdateRequest, mem: MemoryDep, key: KeyDep,
            user_id: UserQuery = None) -> MemoryRecord:
     """``Memory.update``: replace a memory's text (version + 1, a history row)."""
-    return mem.update(memory_id, body.text, scope_user(key, user_id), actor=f"key:{key.key_id}")
+    return mem.update(memory_id, body.text, scope_user(key, user_id), actor=f"key:{key.key_id}",
+                      metadata=body.metadata)
 
 
 @router.delete("/memories/{memory_id}", response_model=Deleted, responses=error_responses(404))
@@ -115,9 +139,11 @@ def delete(memory_id: MemoryId, mem: MemoryDep, key: KeyDep, user_id: UserQuery 
 
 
 @router.get("/memories/{memory_id}/sources", response_model=list[SourceTurn], responses=error_responses(404))
-def sources(memory_id: MemoryId, mem: MemoryDep, key: KeyDep, user_id: UserQuery = None) -> list[SourceTurn]:
+def sources(memory_id: MemoryId, mem: MemoryDep, key: KeyDep, user_id: UserQuery = None,
+            around: Annotated[int, Query(ge=0, le=20, description="also the turns just before and after")] = 0
+            ) -> list[SourceTurn]:
     """``Memory.sources``: the raw turns (L2) one memory was made from (404 for another user's id)."""
-    return mem.sources(memory_id, scope_user(key, user_id))
+    return mem.sources(memory_id, scope_user(key, user_id), around=around)
 
 
 @router.get("/memories/{memory_id}/history", response_model=list[HistoryEntry], responses=error_responses(404))

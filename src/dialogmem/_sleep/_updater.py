@@ -46,6 +46,8 @@ class SleepReport(BaseModel):
     # MTM capacity bound (``sleep.mtm_capacity``): items evicted, items compressed into a near-duplicate
     evicted: int = 0
     compressed: int = 0
+    # points put into the index's search graph (``store.index_min_points``; 0: none waited enough)
+    indexed: int = 0
     # the LTM consolidation cycle (``sleep.ltm``); ``None`` when it did not run
     ltm: ConsolidationReport | None = None
 

@@ -17,8 +17,7 @@ def open_index(store_cfg: StoreConfig, path: Path, dim: int) -> VectorIndex:
     """The index ``store_cfg.backend`` names: an Edge shard under ``path / "index"``, or a
     collection on the Qdrant at ``store_cfg.url``."""
     if store_cfg.backend == "edge":
-        return EdgeIndex(Path(path) / "index", dim=dim, search_threads=store_cfg.search_threads,
-                         min_free_mb=store_cfg.min_free_mb)
+        return EdgeIndex.from_config(Path(path) / "index", dim, store_cfg)
     if store_cfg.backend == "qdrant":
         if not store_cfg.url:
             raise ConfigError("store.url is required when store.backend is 'qdrant' "

@@ -113,6 +113,10 @@ class VectorIndex(Protocol):
         """Raise ``DiskFullError`` when the index cannot take ``points`` more points (0: a delete),
         so a change is refused before it is journaled."""
 
+    def build_index(self, min_points: int) -> int:
+        """Put the points a search still reads by exact scan into the search graph when at least
+        ``min_points`` (> 0) wait; how many waited (0: nothing built, or the backend builds its own)."""
+
     def flush(self) -> None:
         """Make everything written so far durable."""
 

@@ -86,6 +86,10 @@ class ReadOnlyIndex:
                    ) -> tuple[list[tuple[MemoryRecord, np.ndarray | None]], str | None]:
         raise StoreError("a read-only store has no index of its own to scroll")
 
+    def build_index(self, min_points: int) -> int:
+        """A read-only store builds nothing: its copies are temporary."""
+        return 0
+
     def flush(self) -> None:
         """Nothing to persist: the copies are temporary."""
 

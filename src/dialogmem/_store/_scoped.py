@@ -198,6 +198,10 @@ class ScopedIndex(ABC):
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    def build_index(self, min_points: int) -> int:
+        """A Qdrant server's optimizer indexes its segments itself: nothing to do here."""
+        return 0
+
     def flush(self) -> None:
         with self._io("flush"):
             self._make_room("flush", 0)

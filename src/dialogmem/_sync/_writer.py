@@ -43,6 +43,10 @@ from ._ltmindex import sync_graph_index
 log = logging.getLogger(__name__)
 
 
+#: points per index request when many are written at once
+_INDEX_BATCH = 500
+
+
 class ChangeWriter:
     def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, access: AccessLog,
                  usage: PendingUsage, *, sync_every: int = 2000) -> None:
@@ -188,6 +192,17 @@ class ChangeWriter:
         self.journal.mark_index(self._unsynced, IndexState.SYNCED)
         self._unsynced = []
 
+    def build_index(self, min_points: int) -> int:
+        """The index's search graph over the points it still scans, when at least ``min_points``
+        wait (``store.index_min_points``) and one user holds at least as many: a search reads one
+        user's points, and a smaller slice is searched by its payload index, never the graph (a
+        store of many short histories would pay for a graph no search uses). No change is
+        applied meanwhile."""
+        if min_points <= 0 or self.journal.largest_user() < min_points:
+            return 0
+        with self._lock:
+            return self.index.build_index(min_points)
+
     def flush_counters(self) -> None:
         """Write the pending access counts and usage counters now (in their own small transaction)."""
         with self._lock:
@@ -211,6 +226,14 @@ class ChangeWriter:
             self._checkpoint()
         return n
 
+    def index_imported(self, rows: Sequence[tuple[MemoryRecord, np.ndarray]]) -> None:
+        """Put into the index rows the journal has just taken in bulk (``import_rows`` leaves them in
+        the outbox). They are marked synced at a checkpoint (every ``sync_every`` rows, and
+        :meth:`checkpoint`); a crash before it replays them from the outbox."""
+        with self._lock:
+            for lo in range(0, len(rows), _INDEX_BATCH):
+                self._to_index(rows[lo:lo + _INDEX_BATCH], ())
+
     def _apply_rows(self, rows: Iterable[tuple[MemoryRecord, np.ndarray | None, IndexState]]) -> int:
         n = 0
         batch: list[tuple[MemoryRecord, np.ndarray]] = []
@@ -223,7 +246,7 @@ class ChangeWriter:
             if vector is None:
                 vector = self.embedder.embed([record.memory])[0]
             batch.append((record, vector))
-            if len(batch) >= 500:
+            if len(batch) >= _INDEX_BATCH:
                 self._to_index(batch, ())
                 batch = []
         self._to_index(batch, removals)

@@ -16,7 +16,7 @@ from .._errors import DialogmemError, InputError, first_problem
 from ._runner import SYSTEMS, BenchSpec, run_benchmark
 from ._runner import Progress as RunProgress
 
-bench_app = typer.Typer(help="Run the LoCoMo and LongMemEval benchmarks (resumable; JSON, Markdown and PNG).",
+bench_app = typer.Typer(help="Run the LoCoMo, LongMemEval and haystack benchmarks (JSON, Markdown and PNG).",
                         no_args_is_help=True)
 
 _DATA = typer.Option(..., "--data", help="the dataset file (original JSON format)", exists=False)
@@ -189,3 +189,54 @@ def longmemeval(
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
          fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k, answer=answer, judge=judge,
          llm_free_memory=llm_free_memory, keep_stores=keep_stores)
+
+
+@bench_app.command("haystack")
+def haystack(
+    data: Path = _DATA,
+    out: Path = typer.Option(Path("bench-out/haystack"), "--out", help="output directory: results.json, report.md"),
+    conversations: str = typer.Option(None, "--conversations",
+                                      help="needle sample_ids, e.g. conv-26,conv-30 (default: all)"),
+    sizes: str = typer.Option("0,10000,100000,1000000", "--haystack", help="comma-separated H values (turns)"),
+    systems: str = typer.Option("dialogmem,naive-hybrid", "--systems", help="dialogmem and/or naive-hybrid"),
+    k: str = typer.Option("10", "--k", help="comma-separated k values for recall@k"),
+    budgets: str = typer.Option("512", "--budgets", help="comma-separated context-token budgets ('' for none)"),
+    budget_k: int = _BUDGET_K,
+    cache_dir: Path = typer.Option(Path("bench-out/haystack-cache"), "--cache-dir",
+                                   help="distractor turns, their vectors and dialogmem's exports, for later runs"),
+    seed: int = typer.Option(0, "--seed", help="seed of the distractor recipe"),
+    config: Path = _CONFIG,
+    sleep: bool = typer.Option(False, "--sleep/--no-sleep", help="run Memory.sleep() after the needle"),
+    rebuild: bool = typer.Option(False, "--rebuild", help=(
+        "write dialogmem's haystack through the write path (and embed naive's) even when the cache holds it")),
+    keep_stores: bool = _KEEP_STORES,
+) -> None:
+    """One user's long history: H distractor turns, then a LoCoMo conversation and its questions; recall,
+    search latency, ingest rate, RSS and disk per H, dialogmem beside naive hybrid."""
+    from ._haystack import HaystackSpec, run_haystack
+
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        spec = HaystackSpec(data=data, out=out, cache_dir=cache_dir, conversations=_split(conversations),
+                            haystack=_sizes(sizes), systems=_split(systems) or [], ks=_ints(k, "--k"),
+                            budgets=_ints(budgets, "--budgets", allow_empty=True), budget_k=budget_k, seed=seed,
+                            config=Config.load(config), sleep=sleep, rebuild=rebuild, keep_stores=keep_stores)
+        run_haystack(spec, progress=lambda line: typer.echo(line, err=True))
+    except DialogmemError as exc:
+        typer.echo(f"Error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    except ValidationError as exc:
+        where, what = first_problem(exc)
+        typer.echo(f"Error: invalid {where}: {what}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"Wrote {out / 'report.md'} and {out / 'results.json'}")
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        values = sorted({int(t.replace("_", "")) for t in text.split(",") if t.strip()})
+    except ValueError as exc:
+        raise InputError(f"--haystack must be comma-separated turn counts, got {text!r}") from exc
+    if not values or values[0] < 0:
+        raise InputError(f"--haystack must be turn counts of 0 or more, got {text!r}")
+    return values

@@ -1,0 +1,106 @@
+"""Sign-in, sign-out, the start page (a user key goes to its user, an admin key picks one) and
+forgetting a user."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import quote, urlsplit
+
+import anyio.to_thread
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, Response
+
+from ..._errors import DialogmemError
+from ._session import COOKIE
+from ._web import (
+    PREFIX,
+    PageError,
+    PrincipalDep,
+    UserDep,
+    confirm_page,
+    confirmed,
+    form_of,
+    memory_of,
+    render,
+    see_other,
+    ui_state,
+)
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+
+def _set_cookie(response: Response, token: str) -> None:
+    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path=PREFIX,
+                        secure=False)  # served over plain HTTP on loopback too; put TLS in front elsewhere
+
+
+def _same_origin(request: Request) -> bool:
+    """A sign-in form posted from another site is refused (its Origin names that site)."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_form(request: Request) -> Response:
+    state = ui_state(request)
+    if not state.keys:  # a store served without keys (``dialogmem ui``): a session needs no key
+        response = see_other(f"{PREFIX}/")
+        _set_cookie(response, state.sessions.open("").token)
+        return response
+    return render(request, "login.html", {"error": ""})
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request, api_key: Annotated[str, Form(max_length=200)] = "") -> Response:
+    state = ui_state(request)
+    if not _same_origin(request):
+        return render(request, "login.html", {"error": "This sign-in form did not come from this inspector."},
+                      status=403)
+    text = api_key.strip()
+    memory = memory_of(request)
+    key = await anyio.to_thread.run_sync(memory.verify_key, text) if state.keys and text else None
+    if state.keys and key is None:
+        return render(request, "login.html", {"error": "Invalid or revoked API key."}, status=401)
+    response = see_other(f"{PREFIX}/")
+    _set_cookie(response, state.sessions.open(text if state.keys else "").token)
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, who: PrincipalDep) -> Response:
+    await form_of(request, who)
+    ui_state(request).sessions.close(who.session.token)
+    response = see_other(f"{PREFIX}/login")
+    response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
+    return response
+
+
+@router.get("/", response_class=HTMLResponse)
+async def start(request: Request, who: PrincipalDep, user_id: str = "") -> Response:
+    """A user key lands on its memories; an admin key picks a user by id."""
+    if who.key.role == "user" and who.key.user_id:
+        return see_other(f"{PREFIX}/users/{quote(who.key.user_id, safe='')}/memories")
+    if user_id.strip():
+        return see_other(f"{PREFIX}/users/{quote(user_id.strip(), safe='')}/memories")
+    return render(request, "start.html", {}, who=who)
+
+
+@router.post("/users/{user_id}/forget", response_class=HTMLResponse)
+async def forget(request: Request, user_id: UserDep, who: PrincipalDep) -> Response:
+    fields = await form_of(request, who)
+    if not confirmed(fields):
+        return confirm_page(request, who, title="Forget this user",
+                            question="Remove every memory, raw turn, vector and history row of this user? "
+                                     "This cannot be undone.",
+                            action=f"{PREFIX}/users/{quote(user_id, safe='')}/forget", fields=fields,
+                            back=f"{PREFIX}/users/{quote(user_id, safe='')}/memories")
+    try:
+        counts = await anyio.to_thread.run_sync(memory_of(request).forget_user, user_id)
+    except DialogmemError as exc:
+        raise PageError(422, str(exc)) from exc
+    return render(request, "done.html", {"title": "User forgotten",
+                                         "message": f"Removed {counts.get('memories', 0)} memories and "
+                                                    f"{counts.get('turns', 0)} turns.",
+                                         "next_url": f"{PREFIX}/"}, who=who)
