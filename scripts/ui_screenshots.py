@@ -133,7 +133,7 @@ def time_pages(page: Page, url: str, runs: int) -> None:
         "table, first page (50 rows)": f"{base}/memories",
         "table, 50 rows after a cursor": None,
         "full-text search, common word": f"{base}/memories?q=beagle",
-        "full-text search, absent word (one 20 000-memory scan step)": f"{base}/memories?q=zeppelin",
+        "full-text search, absent word (every memory read by the SQL filter)": f"{base}/memories?q=zeppelin",
         "semantic search (50 hits)": f"{base}/memories?q=violin+recital&mode=semantic",
         "search playground (10 hits, plan, context)": f"{base}/search?q=violin+recital",
     }
