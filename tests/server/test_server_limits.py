@@ -4,6 +4,7 @@ Retry-After, and a huge timestamp is refused at once."""
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import threading
@@ -130,3 +131,40 @@ def test_a_480_kb_timestamp_is_refused_at_once(tmp_path: Path, route: str, field
         assert r.status_code == 422 and "at most 100" in r.json()["detail"]
         assert took < 1.0, took  # was 13 s of CPU in dateparser
         assert c.get("/v1/stats", headers=bearer(keys["alice"])).json()["counts"]["turns"] == 0
+
+
+def _chunked(sock: socket.socket, head: bytes, parts: list[bytes], pause_s: float) -> None:
+    sock.sendall(head)
+    for part in parts:
+        sock.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+        time.sleep(pause_s)
+
+
+def test_an_import_body_may_take_long_while_it_keeps_coming(tmp_path: Path) -> None:
+    """``/v1/import`` streams up to ``server.max_import_bytes``: its body deadline is an idle one (each
+    part within ``body_timeout_s`` of the previous), so a slow link finishes; a stalled one still gets 408."""
+    settings = ServerSettings(body_timeout_s=1.0)
+    with rest_server(tmp_path / "s", ["alice"], settings=settings) as (url, keys, mem):
+        mem.add("My cat is called Miso.", "alice", flush=True)
+        lines = io.StringIO()
+        mem.export(lines, "alice")
+        body = lines.getvalue().encode()
+        parts = [body[i:i + max(1, len(body) // 6)] for i in range(0, len(body), max(1, len(body) // 6))]
+        head = (b"POST /v1/import HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\n"
+                b"Authorization: Bearer " + keys["alice"].encode() + b"\r\nTransfer-Encoding: chunked\r\n"
+                b"Connection: close\r\n\r\n")
+        with _connect(url) as sock:  # 6+ parts 0.5 s apart: the whole body takes over 3 s
+            started = time.monotonic()
+            _chunked(sock, head, parts, 0.5)
+            sock.sendall(b"0\r\n\r\n")
+            raw, _ = _read_until_closed(sock, 30)
+            assert time.monotonic() - started > 2.5
+        status, _, report = _status_and_body(raw)
+        assert status == 200 and report["skipped_memories"] == 1, raw[:500]  # the file was read whole
+        with _connect(url) as sock:  # one part, then nothing: 408 after the idle limit
+            _chunked(sock, head, parts[:1], 0.0)
+            raw, took = _read_until_closed(sock, 10)
+            status, headers, err = _status_and_body(raw)
+            assert headers["connection"] == "close"
+            assert status == 408 and "no part of the request body arrived for 1 s" in err["detail"]
+            assert 0.9 < took < 4, took

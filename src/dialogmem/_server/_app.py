@@ -74,7 +74,7 @@ def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: 
         app.router.routes.append(Route("/mcp", endpoint=mcp_app, include_in_schema=False))
     # the outermost middleware runs first: the key is checked, then its rate, before the body is read
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, streamed=STREAMED_PATHS)
-    app.add_middleware(BodyTimeout, seconds=settings.body_timeout_s)
+    app.add_middleware(BodyTimeout, seconds=settings.body_timeout_s, streamed=STREAMED_PATHS)
     app.add_middleware(RateLimit, per_second=settings.requests_per_second, burst=settings.request_burst,
                        llm_calls=settings.llm_calls_per_key)
     if ui:  # between the key check and the rate limit: a signed-in browser counts under its key

@@ -79,9 +79,15 @@ def check_batch(what: str, count: int, limit: int, setting: str) -> None:
                          "split them over several requests")
 
 
+#: the largest request line plus headers uvicorn (h11) reads; its default, 16 KiB, is below what the
+#: routes' own query limits allow (``filters`` 4,096 characters, each up to 12 bytes percent-encoded),
+#: and past it uvicorn answers a plain-text 400 that no route declares
+MAX_REQUEST_HEAD = 128 * 1024
+
+
 def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
     """The settings uvicorn itself enforces (``dialogmem serve`` and ``dialogmem mcp --http``)."""
-    return {"timeout_keep_alive": settings.keep_alive_s}
+    return {"timeout_keep_alive": settings.keep_alive_s, "h11_max_incomplete_event_size": MAX_REQUEST_HEAD}
 
 
 class _BodyTimedOut(Exception):
@@ -93,22 +99,26 @@ class BodyTimeout:
     start, else 408 and the connection is closed (uvicorn itself only times out idle keep-alive
     connections, so a client announcing 100 bytes and sending 10 would hold a connection forever).
 
-    Reads after the last body chunk (a streaming response waiting for the disconnect) are not timed."""
+    Reads after the last body chunk (a streaming response waiting for the disconnect) are not timed.
+    On ``streamed`` paths (an import of up to ``server.max_import_bytes``, which no link sends in 15 s)
+    the limit is an idle one: each part of the body must arrive within ``seconds`` of the previous."""
 
-    def __init__(self, app: ASGIApp, *, seconds: float) -> None:
+    def __init__(self, app: ASGIApp, *, seconds: float, streamed: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.seconds = seconds
+        self.streamed = streamed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         deadline = anyio.current_time() + self.seconds
+        idle = scope["path"] in self.streamed
         body_done = False
         started = False
 
         async def timed_receive() -> Message:
-            nonlocal body_done
+            nonlocal body_done, deadline
             if body_done:
                 return await receive()
             try:
@@ -117,6 +127,8 @@ class BodyTimeout:
             except TimeoutError:
                 raise _BodyTimedOut from None
             body_done = message["type"] != "http.request" or not message.get("more_body", False)
+            if idle:
+                deadline = anyio.current_time() + self.seconds
             return message
 
         async def tracked_send(message: Message) -> None:
@@ -130,9 +142,9 @@ class BodyTimeout:
             log.warning("request body of %s %s not received within %.1f s", scope["method"], scope["path"],
                         self.seconds)
             if not started:
-                await send_error(send, 408, "RequestTimeout",
-                                 f"the request body did not arrive within {self.seconds:g} s "
-                                 "(server.body_timeout_s)", [(b"connection", b"close")])
+                what = "no part of the request body arrived for" if idle else "the request body did not arrive within"
+                await send_error(send, 408, "RequestTimeout", f"{what} {self.seconds:g} s (server.body_timeout_s)",
+                                 [(b"connection", b"close")])
 
 
 @dataclass

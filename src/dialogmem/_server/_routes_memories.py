@@ -64,7 +64,7 @@ def get_all(mem: MemoryDep, key: KeyDep, user_id: UserQuery = None,
                                                 description="the next_offset of the previous page, or a "
                                                             "number of memories to skip")] = None,
             include_evicted: bool = False,
-            filters: Annotated[str | None, Query(max_length=65_536, description="a JSON object of "
+            filters: Annotated[str | None, Query(max_length=4_096, description="a JSON object of "
                                                  "IndexFilter fields (agent_id, session_id, speakers...)")
                                ] = None,
             contains: Annotated[str | None, Query(max_length=MAX_CONTAINS_CHARS, description="only memories whose "
