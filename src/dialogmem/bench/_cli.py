@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,20 +79,11 @@ def llm_overrides(llm: str | None, base_url: str | None) -> dict[str, Any]:
     raise InputError(f"--llm must be a .gguf path, 'openai:MODEL' or 'none', got {llm!r}")
 
 
-def _run(dataset: str, **kw: Any) -> None:
-    quiet = kw.pop("quiet")
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """A bench command's refusal: one line on stderr ("Error: ..."), exit status 1."""
     try:
-        config = Config.load(kw.pop("config"), **llm_overrides(kw.pop("llm"), kw.pop("llm_base_url")))
-        spec = BenchSpec(dataset=dataset, ks=_ints(kw.pop("k"), "--k"),
-                         budgets=_ints(kw.pop("budgets"), "--budgets", allow_empty=True),
-                         conversations=_split(kw.pop("conversations")),
-                         categories=_ints(chosen, "--categories") if (chosen := kw.pop("categories", None)) else None,
-                         systems=_split(kw.pop("systems")), config=config, **kw)
-        if quiet:
-            results = run_benchmark(spec)
-        else:
-            with _ProgressBar() as bar:
-                results = run_benchmark(spec, progress=bar.update)
+        yield
     except DialogmemError as exc:
         typer.echo(f"Error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -98,6 +91,24 @@ def _run(dataset: str, **kw: Any) -> None:
         where, what = first_problem(exc)
         typer.echo(f"Error: invalid {where}: {what}", err=True)
         raise typer.Exit(1) from exc
+
+
+def _run(dataset: str, **kw: Any) -> None:
+    quiet = kw.pop("quiet")
+    try:
+        with _one_line_errors():
+            config = Config.load(kw.pop("config"), **llm_overrides(kw.pop("llm"), kw.pop("llm_base_url")))
+            spec = BenchSpec(dataset=dataset, ks=_ints(kw.pop("k"), "--k"),
+                             budgets=_ints(kw.pop("budgets"), "--budgets", allow_empty=True),
+                             conversations=_split(kw.pop("conversations")),
+                             categories=(_ints(chosen, "--categories")
+                                         if (chosen := kw.pop("categories", None)) else None),
+                             systems=_split(kw.pop("systems")), config=config, **kw)
+            if quiet:
+                results = run_benchmark(spec)
+            else:
+                with _ProgressBar() as bar:
+                    results = run_benchmark(spec, progress=bar.update)
     except KeyboardInterrupt as exc:
         typer.echo("Interrupted: run the same command again to continue where it stopped.", err=True)
         raise typer.Exit(130) from exc
@@ -216,19 +227,12 @@ def haystack(
     from ._haystack import HaystackSpec, run_haystack
 
     logging.basicConfig(level=logging.WARNING)
-    try:
+    with _one_line_errors():
         spec = HaystackSpec(data=data, out=out, cache_dir=cache_dir, conversations=_split(conversations),
                             haystack=_sizes(sizes), systems=_split(systems) or [], ks=_ints(k, "--k"),
                             budgets=_ints(budgets, "--budgets", allow_empty=True), budget_k=budget_k, seed=seed,
                             config=Config.load(config), sleep=sleep, rebuild=rebuild, keep_stores=keep_stores)
         run_haystack(spec, progress=lambda line: typer.echo(line, err=True))
-    except DialogmemError as exc:
-        typer.echo(f"Error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    except ValidationError as exc:
-        where, what = first_problem(exc)
-        typer.echo(f"Error: invalid {where}: {what}", err=True)
-        raise typer.Exit(1) from exc
     typer.echo(f"Wrote {out / 'report.md'} and {out / 'results.json'}")
 
 
