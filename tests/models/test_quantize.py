@@ -52,6 +52,18 @@ def test_int8_vectors_are_close_to_fp32_but_not_equal(pair: tuple[LocalEmbedder,
     assert np.allclose(int8.embed_query(SENTENCES[3]), b[3], atol=1e-6)
 
 
+def test_an_int8_list_gives_each_text_the_vector_it_gets_alone(cache_dir: Path) -> None:
+    """A list of 4+ texts runs on one-thread lanes side by side; each vector must still be a function
+    of its text alone, bit for bit, whatever the list around it (retries and re-embeds agree)."""
+    int8 = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0, quantize="int8", threads=2).load()
+    texts = [*SENTENCES, *(f"{s} Then, on day {i}, nothing else happened." for i, s in enumerate(SENTENCES))]
+    alone = np.stack([int8.embed([t])[0] for t in texts])
+    together = int8.embed(texts)
+    assert len(texts) >= 4 and int8._lanes  # the lanes really ran
+    assert np.array_equal(together, alone)
+    assert np.array_equal(int8.embed(texts[::-1]), alone[::-1])  # another order, other lane mates
+
+
 def test_int8_graph_is_cached_beside_the_fp32_one_and_deterministic(cache_dir: Path, tmp_path: Path,
                                                                      pair: tuple[LocalEmbedder, LocalEmbedder]) -> None:
     fp32 = cached_onnx(pair[0]._model_dir, cache_dir)

@@ -141,6 +141,32 @@ def test_set_payload_merges_validates_and_updates_bm25(index: VectorIndex) -> No
     assert index.set_payload(str(uuid.uuid4()), "u1", {"access_count": 1}) is False
 
 
+def test_a_point_written_before_payloads_were_packed_still_reads_filters_and_updates(
+        index: VectorIndex) -> None:
+    """Stores written before this version hold every record field as its own payload field; the
+    packed form (filter fields + the record as one JSON string) must read, filter and update them."""
+    from dialogmem._store._payload import RECORD_FIELD, to_payload
+
+    old = record("u1", "we moved to Lisbon in spring", speaker_name="Ana", session_id="s1", entities=["Lisbon"])
+    new = record("u1", "the cat is called Miso", speaker_name="Ben", session_id="s2")
+    packed = to_payload(new)
+    assert isinstance(packed[RECORD_FIELD], str) and packed["speaker_name"] == "Ben" and "memory" not in packed
+    assert "agent_id" not in packed and to_payload(new, nulls=True)["agent_id"] is None
+    vectors = np.stack([unit(np.random.default_rng(3)), put(index, [new], seed=4)[0]])
+    spread = old.model_dump(mode="json")  # the payload as versions before packing wrote it
+    index._upsert([(old.id, vectors[0].tolist(), index._bm25.document(old), spread)])  # type: ignore[attr-defined]
+    got = {r.id: r for r, _ in index.retrieve([old.id, new.id], "u1")}
+    assert got == {old.id: old, new.id: new}
+    assert [h.record.id for h in index.dense_search("u1", vectors[0], limit=5,
+                                                     flt=IndexFilter(speakers=["Ana"]))] == [old.id]
+    assert [h.record.id for h in index.dense_search("u1", vectors[1], limit=5,
+                                                     flt=IndexFilter(session_id="s2"))] == [new.id]
+    assert index.set_payload(old.id, "u1", {"speaker_name": "Bea", "access_count": 3})
+    [(updated, _)] = index.retrieve([old.id], "u1")
+    assert (updated.speaker_name, updated.access_count, updated.memory) == ("Bea", 3, old.memory)
+    assert index.dense_search("u1", vectors[0], limit=5, flt=IndexFilter(speakers=["Ana"])) == []
+
+
 def test_bad_input_is_rejected(index: VectorIndex) -> None:
     rng = np.random.default_rng(0)
     with pytest.raises(InputError):

