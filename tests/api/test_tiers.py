@@ -93,6 +93,25 @@ def test_eviction_is_per_user(make_memory: Callable[..., Memory]) -> None:
     assert mem.stats("alice")["counts"]["memories"] == 5 and mem.stats("bob")["counts"]["memories"] == 3
 
 
+
+def test_eviction_applied_in_small_parts_ends_where_one_part_does(make_memory: Callable[..., Memory],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long history's eviction is read and applied a page at a time (``_evictor._PAGE``): with
+    pages of 2 the store ends exactly as with one page (same survivors, same history rows)."""
+    import dialogmem._sleep._evictor as evictor
+
+    ends = []
+    for page in (5000, 2):
+        monkeypatch.setattr(evictor, "_PAGE", page)
+        mem = make_memory(f"page{page}", sleep={"mtm_capacity": 3, "ltm": False}, write={"context_turns": 0})
+        ids = _add_facts(mem, "alice", FACTS)
+        report = mem.sleep("alice")
+        kept = sorted(ids.index(r.id) for r in mem.get_all("alice"))
+        why = [mem.history(i, "alice")[-1].actor for i in ids]
+        ends.append((report.evicted, report.compressed, kept, why))
+    assert ends[0] == ends[1] and len(ends[0][2]) == 3 and ends[0][0] == 5
+
+
 PRIVATE = [
     "Paris is a capital city. Write to caroline.smith@example.com about it.",
     "Call Caroline on +1 (555) 123-4567 before visiting the Louvre, a museum in Paris.",

@@ -15,12 +15,14 @@ import pytest
 from dialogmem import Event, MemoryRecord
 from dialogmem._models import LocalEmbedder
 from dialogmem._sleep._mtm import (
+    CompressGroup,
     EvictionPlan,
     UtilityWeights,
     compressed_record,
     plan_eviction,
     utility,
 )
+from dialogmem._sleep._neighbours import NeighbourLists, pairs_above
 
 DAY = 86_400.0
 NOW = 2_000_000_000.0  # wall clock
@@ -227,3 +229,40 @@ def test_partitioned_neighbours_above_the_exact_limit_keep_near_duplicates() -> 
     exact = plan_eviction(rows, vecs, capacity=500, now=NOW)
     approx = plan_eviction(rows, vecs, capacity=500, now=NOW, exact_limit=100)
     assert len(set(exact.evict) & set(approx.evict)) >= 0.98 * len(exact.evict)
+
+
+@pytest.mark.parametrize("exact_limit", [8192, 50])
+def test_capped_pairs_keep_each_items_best_and_flag_the_rest(exact_limit: int) -> None:
+    """With a cap, each item keeps its best ``cap`` pairs (ties to the lower index) and is flagged
+    ``over`` when it had more: memory stays n * cap pairs even for a crowd of identical copies."""
+    rng = np.random.default_rng(5)
+    copies = np.repeat(clustered(1, 1, 0.0, 5), 120, axis=0)  # 120 identical vectors: 14,280 pairs at cosine 1
+    vecs = np.concatenate([copies, clustered(180, 6, 0.08, 6)])[rng.permutation(300)]
+    full = pairs_above(vecs, 0.5, exact_limit=exact_limit)
+    capped = pairs_above(vecs, 0.5, cap=16, exact_limit=exact_limit)
+    assert np.bincount(capped.rows, minlength=300).max() <= (16 if exact_limit > 300 else 32)
+    counts = np.bincount(full.rows, minlength=300)
+    assert np.array_equal(capped.over, counts > 16) if exact_limit > 300 else capped.over[counts > 32].all()
+    want = NeighbourLists.build(300, full.rows, full.cols, full.cos, 16)
+    got = NeighbourLists.build(300, capped.rows, capped.cols, capped.cos, 16, capped.over)
+    assert np.array_equal(got.cut, want.cut)
+    for i in range(300):  # the same best 16 (ties: lower index first), in the same order
+        a, b = slice(want.starts[i], want.ends[i]), slice(got.starts[i], got.ends[i])
+        assert want.ids[a].tolist() == got.ids[b].tolist()
+        assert np.allclose(want.cos[a], got.cos[b], atol=1e-6)
+
+
+def test_a_plan_in_parts_applies_every_removal_once_and_never_splits_a_group() -> None:
+    groups = [CompressGroup(keep_id=f"k{g}", absorbed_ids=[f"a{g}.{i}" for i in range(g + 1)], min_cosine=0.97)
+              for g in range(4)]  # groups of 2, 3, 4, 5 items (keeper included)
+    evict = [f"e{i}" for i in range(11)]
+    plan = EvictionPlan(capacity=5, before=40, compress=groups, evict=evict,
+                        utilities={e: float(i) for i, e in enumerate(evict)})
+    parts = list(plan.parts(6))
+    assert [g for p in parts for g in p.compress] == groups  # whole, in order
+    assert [e for p in parts for e in p.evict] == evict  # lowest utility first, as planned
+    assert all(p.utilities == {e: plan.utilities[e] for e in p.evict} for p in parts)
+    for p in parts:  # at most ``size`` ids a part, unless one group alone is larger
+        size = sum(len(g.absorbed_ids) + 1 for g in p.compress) + len(p.evict)
+        assert size <= 6 or (len(p.compress) == 1 and not p.evict)
+    assert list(EvictionPlan(capacity=1, before=1).parts(6)) == []

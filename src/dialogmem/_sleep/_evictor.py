@@ -1,6 +1,6 @@
 """Carries out the MTM capacity bound for one user (seed 000 eq. 6): the plan comes from
 ``_sleep._mtm.plan_eviction`` (utility: recency, access count, last access, salience, redundancy),
-the outcome is one ``ChangeSet`` for the change writer.
+the outcome goes to the change writer as one ``ChangeSet`` per part of ``_PAGE`` removals.
 
 Evicted items and items compressed into a near-duplicate become ``MemoryRemoval(status="evicted")``:
 they leave the vector index, keep their journal row (``get`` and ``get_all(include_evicted=True)``
@@ -21,7 +21,7 @@ from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from .._journal import Journal
 from .._sync._writer import ChangeWriter
 from .._types import Event, MemoryRecord
-from ._mtm import EvictionPlan, compressed_record, plan_eviction
+from ._mtm import EvictionItem, EvictionPlan, compressed_record, plan_eviction
 
 log = logging.getLogger(__name__)
 
@@ -56,27 +56,50 @@ class Evictor:
         self.writer = writer
 
     def run_user(self, user_id: str, capacity: int) -> EvictionReport:
-        """Bound this user's active MTM to ``capacity`` items (the caller holds the user's lock)."""
-        records = self._active(user_id)
-        if len(records) <= capacity:
+        """Bound this user's active MTM to ``capacity`` items (the caller holds the user's lock).
+
+        Memory stays near one float32 matrix of the user's vectors: the plan reads slim items
+        (``EvictionItem``), and is applied in parts of ``_PAGE`` removals, each part's records read
+        again and written as one change set. A crash between parts leaves a smaller MTM that the
+        next sleep bounds again; a compress group is never split."""
+        if self.journal.count_memories(user_id, tier="mtm") <= capacity:
             return EvictionReport()
-        vectors = self.journal.vectors(user_id, [r.id for r in records])
-        records = [r for r in records if r.id in vectors]  # a row without a vector is not searchable anyway
+        items, matrix = self._active(user_id)
         now = time.time()
-        matrix = np.stack([vectors[r.id] for r in records]) if records else np.zeros((0, 1), np.float32)
-        plan = plan_eviction(records, matrix, capacity=capacity, now=now)
-        self.writer.apply(eviction_changes(user_id, records, plan, vectors, now=now))
+        plan = plan_eviction(items, matrix, capacity=capacity, now=now)
+        row = {item.id: i for i, item in enumerate(items)} if plan.compress else {}
+        del items
+        for part in plan.parts(_PAGE):
+            ids = [*(g.keep_id for g in part.compress), *part.removed_ids()]
+            records = self.journal.memories(user_id, ids=ids, limit=len(ids))
+            vectors = {g.keep_id: matrix[row[g.keep_id]] for g in part.compress}
+            self.writer.apply(eviction_changes(user_id, records, part, vectors, now=now))
         absorbed = sum(len(g.absorbed_ids) for g in plan.compress)
         log.info("mtm %s: %d items, capacity %d: %d compressed, %d evicted", user_id, plan.before, capacity,
                  absorbed, len(plan.evict))
         return EvictionReport(users=1, evicted=len(plan.evict), compressed=absorbed)
 
-    def _active(self, user_id: str) -> list[MemoryRecord]:
-        out: list[MemoryRecord] = []
+    def _active(self, user_id: str) -> tuple[list[EvictionItem], np.ndarray]:
+        """The user's active MTM items that have a vector (a row without one is not searchable
+        anyway), and their vectors as one matrix, read a page at a time."""
+        items: list[EvictionItem] = []
+        matrix: np.ndarray | None = None
         after: str | None = None
         while True:
             page = self.journal.memories(user_id, after_id=after, limit=_PAGE, tier="mtm")
-            out += page
+            vectors = self.journal.vectors(user_id, [r.id for r in page])
+            for r in page:
+                v = vectors.get(r.id)
+                if v is None:
+                    continue
+                if matrix is None or len(items) == len(matrix):  # grown by doubling, trimmed below
+                    grown = np.empty((max(2 * len(items), _PAGE), len(v)), dtype=np.float32)
+                    if matrix is not None:
+                        grown[:len(items)] = matrix
+                    matrix = grown
+                matrix[len(items)] = v
+                items.append(EvictionItem.of(r))
             if len(page) < _PAGE:
-                return out
+                break
             after = page[-1].id
+        return items, (matrix[:len(items)] if matrix is not None else np.zeros((0, 1), np.float32))

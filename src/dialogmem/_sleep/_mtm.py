@@ -40,7 +40,9 @@ eviction (tests compare it with that brute force).
 group's best member ``>= compress_cosine`` and content words of one contained in the other's — are
 merged into their best member (highest utility without the redundancy term). The survivor keeps its
 text and takes the union of the sources, entities and keywords, the sum of access counts, the latest
-access and the highest salience (``compressed_record``). Absorbed items leave the MTM index like
+access and the highest salience (``compressed_record``). A keeper looks at its best ``_TOP_K``
+neighbours (the pairs are capped per item, ``_neighbours``), so a crowd of more copies than that
+becomes several groups, not one. Absorbed items leave the MTM index like
 evicted ones. Nothing is lost: absorbed and evicted items stay in the journal, get a history row
 (``EvictionPlan.history``) and go to LTM consolidation.
 """
@@ -49,7 +51,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -61,6 +65,43 @@ from ._neighbours import EXACT_LIMIT, NeighbourLists, pairs_above
 
 _SECONDS_PER_DAY = 86_400.0
 _TOP_K = 64  # neighbours kept per item; a list that runs out is computed again
+
+
+class Rankable(Protocol):
+    """What the plan reads of an item: a ``MemoryRecord`` or an ``EvictionItem``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def memory(self) -> str: ...
+    @property
+    def float_time_stamp(self) -> float: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def access_count(self) -> int: ...
+    @property
+    def last_accessed(self) -> float | None: ...
+    @property
+    def salience(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionItem:
+    """The fields of a record the plan reads, ~10x smaller than the record (a 10⁶-item plan holds
+    every item of the user at once)."""
+
+    id: str
+    memory: str
+    float_time_stamp: float
+    created_at: float
+    access_count: int
+    last_accessed: float | None
+    salience: float
+
+    @classmethod
+    def of(cls, r: MemoryRecord) -> EvictionItem:
+        return cls(r.id, r.memory, r.float_time_stamp, r.created_at, r.access_count, r.last_accessed, r.salience)
 
 
 class UtilityWeights(BaseModel):
@@ -80,7 +121,7 @@ class UtilityWeights(BaseModel):
     compress_cosine: float = Field(0.95, gt=0, le=1)
 
 
-def utility(record: MemoryRecord, now: float, *, redundancy: float, weights: UtilityWeights,
+def utility(record: Rankable, now: float, *, redundancy: float, weights: UtilityWeights,
             dialogue_now: float | None = None) -> float:
     """The utility of ``record`` (higher is kept longer). ``now``: wall clock (for last access);
     ``dialogue_now``: newest ``float_time_stamp`` of the user's items (defaults to the record's own,
@@ -89,7 +130,7 @@ def utility(record: MemoryRecord, now: float, *, redundancy: float, weights: Uti
                  - redundancy_penalty(redundancy, weights))
 
 
-def base_utility(record: MemoryRecord, now: float, *, weights: UtilityWeights,
+def base_utility(record: Rankable, now: float, *, weights: UtilityWeights,
                  dialogue_now: float | None = None) -> float:
     """Every term of the utility but redundancy."""
     w = weights
@@ -134,7 +175,29 @@ class EvictionPlan(BaseModel):
         """Every id that leaves the MTM index (hand them to consolidation)."""
         return [*(a for g in self.compress for a in g.absorbed_ids), *self.evict]
 
-    def history(self, records: Mapping[str, MemoryRecord], *, now: float) -> list[HistoryEntry]:
+    def parts(self, size: int) -> Iterator[EvictionPlan]:
+        """The plan in pieces of about ``size`` removals, each applied on its own (a 10⁶-item user's
+        change set would hold 9 * 10⁵ records at once): compress groups whole and first, then evictions."""
+        compress: list[CompressGroup] = []
+        n = 0
+        for g in self.compress:
+            if compress and n + len(g.absorbed_ids) + 1 > size:
+                yield self._part(compress, [])
+                compress, n = [], 0
+            compress.append(g)
+            n += len(g.absorbed_ids) + 1
+        start = 0
+        if compress:
+            start = max(0, size - n)
+            yield self._part(compress, self.evict[:start])
+        for at in range(start, len(self.evict), size):
+            yield self._part([], self.evict[at:at + size])
+
+    def _part(self, compress: list[CompressGroup], evict: list[str]) -> EvictionPlan:
+        return EvictionPlan(capacity=self.capacity, before=self.before, compress=compress, evict=evict,
+                            utilities={e: self.utilities[e] for e in evict})
+
+    def history(self, records: Mapping[str, Rankable], *, now: float) -> list[HistoryEntry]:
         """One row per changed item. The text is unchanged (the item stays in the journal and
         ``get`` still returns it), so evictions and absorptions are UPDATE rows whose actor says why."""
         rows: list[HistoryEntry] = []
@@ -146,12 +209,12 @@ class EvictionPlan(BaseModel):
         return rows
 
 
-def _row(record: MemoryRecord, now: float, actor: str) -> HistoryEntry:
+def _row(record: Rankable, now: float, actor: str) -> HistoryEntry:
     return HistoryEntry(memory_id=record.id, event=Event.UPDATE, old_memory=record.memory,
                         new_memory=record.memory, timestamp=now, actor=actor)
 
 
-def plan_eviction(records: Sequence[MemoryRecord], vectors: np.ndarray, *, capacity: int, now: float,
+def plan_eviction(records: Sequence[Rankable], vectors: np.ndarray, *, capacity: int, now: float,
                   weights: UtilityWeights | None = None, exact_limit: int = EXACT_LIMIT) -> EvictionPlan:
     """Compress near-duplicates, then evict the lowest-utility items until ``capacity`` remain.
 
@@ -170,7 +233,8 @@ def plan_eviction(records: Sequence[MemoryRecord], vectors: np.ndarray, *, capac
     vecs = np.asarray(vectors, dtype=np.float32)
     t_max = max(r.float_time_stamp for r in records)
     base = [base_utility(r, now, weights=w, dialogue_now=t_max) for r in records]
-    rows, cols, cos = pairs_above(vecs, min(w.redundancy_floor, w.compress_cosine), exact_limit=exact_limit)
+    rows, cols, cos, over = pairs_above(vecs, min(w.redundancy_floor, w.compress_cosine), cap=_TOP_K,
+                                        exact_limit=exact_limit)
     close = cos >= w.compress_cosine
     pairs: dict[int, list[tuple[int, float]]] = {}
     for i, j, c in zip(rows[close].tolist(), cols[close].tolist(), cos[close].tolist(), strict=True):
@@ -181,16 +245,16 @@ def plan_eviction(records: Sequence[MemoryRecord], vectors: np.ndarray, *, capac
     excess = int(alive.sum()) - capacity
     if excess > 0:
         red = cos > w.redundancy_floor
-        lists = NeighbourLists.build(len(records), rows[red], cols[red], cos[red], _TOP_K)
+        lists = NeighbourLists.build(len(records), rows[red], cols[red], cos[red], _TOP_K, over)
         plan.evict, plan.utilities = _greedy_evict(records, vecs, lists, base, alive, excess, w)
     return plan
 
 
-def _order_key(r: MemoryRecord) -> tuple[float, float, str]:
+def _order_key(r: Rankable) -> tuple[float, float, str]:
     return (r.float_time_stamp, r.created_at, r.id)
 
 
-def _compress_groups(records: Sequence[MemoryRecord], pairs: dict[int, list[tuple[int, float]]],
+def _compress_groups(records: Sequence[Rankable], pairs: dict[int, list[tuple[int, float]]],
                      base: list[float]) -> list[CompressGroup]:
     """Greedy: best item first becomes a keeper and absorbs its unclaimed near-duplicates."""
     rank = sorted(range(len(records)), key=lambda i: (-base[i], *_order_key(records[i])))
@@ -263,7 +327,7 @@ class _Redundancy:
             self._more.setdefault(c, []).append(j)
 
 
-def _greedy_evict(records: Sequence[MemoryRecord], vecs: np.ndarray, lists: NeighbourLists, base: list[float],
+def _greedy_evict(records: Sequence[Rankable], vecs: np.ndarray, lists: NeighbourLists, base: list[float],
                   alive: np.ndarray, excess: int, w: UtilityWeights) -> tuple[list[str], dict[str, float]]:
     """Evict ``excess`` items, lowest utility first, recomputing redundancy against kept items.
 

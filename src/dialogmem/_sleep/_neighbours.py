@@ -16,59 +16,100 @@ and whose list was cut at ``k`` is computed again, one row against the kept item
   (cosine >= 0.8) almost always shares one, a pair at 0.5-0.6 sometimes does not: its redundancy then
   counts as 0 (the item looks a little more useful than it is). Exact below the limit, so the
   hand-made tests and small stores get the exact order.
+- with a cap ``k`` (the plan's list length), each item keeps only its best ``k`` pairs as they are
+  computed, block by block and cell by cell: memory is ``n * k`` pairs, not the number of pairs
+  above the floor (6 million for 10⁵ items of a talkative user, 10⁸ for 10⁴ copies of "ok").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 EXACT_LIMIT = 8192
-_BLOCK_FLOATS = 1 << 24  # similarity block size: 64 MiB of float32
+_BLOCK_FLOATS = 1 << 22  # similarity block size: 16 MiB of float32 (its temporaries are a few times that)
 _LLOYD_STEPS = 2
 _PROBES = 2
 
 
-def pairs_above(vecs: np.ndarray, floor: float, *, exact_limit: int = EXACT_LIMIT
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every ordered pair ``(i, j)``, ``i != j``, with cosine ``>= floor``: (rows, cols, cosines)."""
+class Pairs(NamedTuple):
+    """Ordered pairs ``(rows[x], cols[x])`` with cosine ``cos[x]``; ``over``: per item, True when it
+    had more pairs above the floor than the cap kept (only its best ``cap`` are here)."""
+
+    rows: np.ndarray  # int32
+    cols: np.ndarray  # int32
+    cos: np.ndarray  # float32
+    over: np.ndarray  # (n,) bool
+
+
+def pairs_above(vecs: np.ndarray, floor: float, *, cap: int | None = None,
+                exact_limit: int = EXACT_LIMIT) -> Pairs:
+    """Every ordered pair ``(i, j)``, ``i != j``, with cosine ``>= floor``; with ``cap``, per item
+    ``i`` only its best ``cap`` of them (highest cosine, then lower ``j``), so memory stays
+    ``n * cap`` pairs whatever the data (a user who said "ok" 10⁴ times has 10⁸ pairs above any
+    floor). Above ``exact_limit`` items, an item's best ``cap`` of each of its cells are kept and
+    merged (the best ``cap`` of the union are among them)."""
     n = len(vecs)
+    over = np.zeros(n, dtype=bool)
     if n < 2:
-        return _empty()
+        return Pairs(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32), over)
     if n <= exact_limit:
-        return _exact_pairs(vecs, np.arange(n), floor)
-    parts = [_exact_pairs(vecs, members, floor) for members in _cells(vecs)]
-    rows = np.concatenate([p[0] for p in parts])
-    cols = np.concatenate([p[1] for p in parts])
-    cos = np.concatenate([p[2] for p in parts])
-    _, first = np.unique(rows.astype(np.int64) * n + cols, return_index=True)  # a pair shared by two cells
-    return rows[first], cols[first], cos[first]
+        return Pairs(*_exact_pairs(vecs, np.arange(n, dtype=np.int32), floor, cap, over), over)
+    probes, cells = _cells(vecs)
+    parts = []
+    for c, members in cells:
+        rows, cols, cos = _exact_pairs(vecs, members, floor, cap, over)
+        if probes.shape[1] == 2:  # two items that share their other cell too meet there again: keep the lower cell's
+            other_r = np.where(probes[rows, 0] == c, probes[rows, 1], probes[rows, 0])
+            other_c = np.where(probes[cols, 0] == c, probes[cols, 1], probes[cols, 0])
+            keep = (other_r != other_c) | (c < other_r)
+            rows, cols, cos = rows[keep], cols[keep], cos[keep]
+        parts.append((rows, cols, cos))
+    rows, cols, cos = (np.concatenate([p[k] for p in parts]) for k in range(3))
+    return Pairs(rows, cols, cos, over)
 
 
-def _empty() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
-
-
-def _exact_pairs(vecs: np.ndarray, members: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs above ``floor`` among ``members`` (global row numbers), one block of rows at a time."""
+def _exact_pairs(vecs: np.ndarray, members: np.ndarray, floor: float, cap: int | None,
+                 over: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs above ``floor`` among ``members`` (global row numbers), one block of rows at a time;
+    with ``cap``, each row's best ``cap`` (``over`` is set for the rows that had more)."""
     sub = vecs[members]
     m = len(members)
     step = max(1, min(m, _BLOCK_FLOATS // max(1, m)))
     rows, cols, cos = [], [], []
     for start in range(0, m, step):
         sims = sub[start:start + step] @ sub.T
-        r, c = np.nonzero(sims >= floor)
-        keep = (r + start) != c
-        r, c = r[keep], c[keep]
+        block = np.arange(len(sims))
+        sims[block, block + start] = -np.inf  # an item is not its own neighbour
+        above = sims >= floor
+        if cap is not None:
+            more = np.count_nonzero(above, axis=1) > cap
+            over[members[start + np.flatnonzero(more)]] = True
+            if more.any():
+                above[more] = _best(sims[more], cap) & above[more]
+        r, c = np.nonzero(above)
         rows.append(members[r + start])
         cols.append(members[c])
         cos.append(sims[r, c].astype(np.float32))
     return np.concatenate(rows), np.concatenate(cols), np.concatenate(cos)
 
 
-def _cells(vecs: np.ndarray) -> list[np.ndarray]:
-    """The members of each cell of a seeded partition; every item sits in its ``_PROBES`` best cells."""
+def _best(sims: np.ndarray, cap: int) -> np.ndarray:
+    """Per row, a mask of its ``cap`` highest values; ties at the edge go to the lower columns."""
+    if cap <= 0:
+        return np.zeros(sims.shape, dtype=bool)
+    edge = -np.partition(-sims, cap - 1, axis=1)[:, cap - 1:cap]  # each row's cap-th highest value
+    higher = sims > edge
+    tied = sims == edge
+    room = cap - np.count_nonzero(higher, axis=1, keepdims=True)
+    return higher | (tied & (np.cumsum(tied, axis=1, dtype=np.int32) <= room))
+
+
+def _cells(vecs: np.ndarray) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+    """A seeded partition: each item's ``_PROBES`` best cells (best first), and each cell of two
+    items or more with its members (int32, ascending)."""
     n = len(vecs)
     count = max(2, int(np.sqrt(n)))
     centroids = vecs[np.linspace(0, n - 1, count).astype(np.int64)].copy()
@@ -80,11 +121,12 @@ def _cells(vecs: np.ndarray) -> list[np.ndarray]:
                 centre = mine.sum(axis=0)
                 centroids[c] = centre / max(float(np.linalg.norm(centre)), 1e-12)
     probes = _nearest_cells(vecs, centroids, min(_PROBES, count))
-    items = np.repeat(np.arange(n), probes.shape[1])
+    items = np.repeat(np.arange(n, dtype=np.int32), probes.shape[1])
     cells = probes.ravel()
     order = np.argsort(cells, kind="stable")
     bounds = np.searchsorted(cells[order], np.arange(count + 1))
-    return [items[order[bounds[c]:bounds[c + 1]]] for c in range(count) if bounds[c + 1] - bounds[c] > 1]
+    return probes, [(c, items[order[bounds[c]:bounds[c + 1]]]) for c in range(count)
+                    if bounds[c + 1] - bounds[c] > 1]
 
 
 def _nearest_cells(vecs: np.ndarray, centroids: np.ndarray, p: int) -> np.ndarray:
@@ -114,7 +156,9 @@ class NeighbourLists:
     cut: np.ndarray  # (n,) bool
 
     @classmethod
-    def build(cls, n: int, rows: np.ndarray, cols: np.ndarray, cos: np.ndarray, cap: int) -> NeighbourLists:
+    def build(cls, n: int, rows: np.ndarray, cols: np.ndarray, cos: np.ndarray, cap: int,
+              over: np.ndarray | None = None) -> NeighbourLists:
+        """``over``: rows known to have had more pairs than the ones given (``Pairs.over``)."""
         # by row, best cosine first, then lower column (one stable sort: the pairs come by row, then column)
         order = np.lexsort((cols, rows))
         rows, cols, cos = rows[order], cols[order], cos[order]
@@ -126,7 +170,7 @@ class NeighbourLists:
         counts = np.minimum(every, cap)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         return cls(starts=starts, ends=starts + counts, ids=cols.astype(np.int64), cos=cos.astype(np.float32),
-                   cut=every > cap)
+                   cut=(every > cap) | (over if over is not None else False))
 
     def holders(self) -> tuple[np.ndarray, np.ndarray]:
         """The rows that list each item (whose best it may be): ``rows[bounds[i]:bounds[i + 1]]``."""
