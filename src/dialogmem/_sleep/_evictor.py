@@ -62,9 +62,10 @@ class Evictor:
         (``EvictionItem``), and is applied in parts of ``_PAGE`` removals, each part's records read
         again and written as one change set. A crash between parts leaves a smaller MTM that the
         next sleep bounds again; a compress group is never split."""
-        if self.journal.count_memories(user_id, tier="mtm") <= capacity:
+        count = self.journal.count_memories(user_id, tier="mtm")
+        if count <= capacity:
             return EvictionReport()
-        items, matrix = self._active(user_id)
+        items, matrix = self._active(user_id, count)
         now = time.time()
         plan = plan_eviction(items, matrix, capacity=capacity, now=now)
         row = {item.id: i for i, item in enumerate(items)} if plan.compress else {}
@@ -79,9 +80,9 @@ class Evictor:
                  absorbed, len(plan.evict))
         return EvictionReport(users=1, evicted=len(plan.evict), compressed=absorbed)
 
-    def _active(self, user_id: str) -> tuple[list[EvictionItem], np.ndarray]:
+    def _active(self, user_id: str, count: int) -> tuple[list[EvictionItem], np.ndarray]:
         """The user's active MTM items that have a vector (a row without one is not searchable
-        anyway), and their vectors as one matrix, read a page at a time."""
+        anyway), and their vectors as one matrix (``count`` rows expected), read a page at a time."""
         items: list[EvictionItem] = []
         matrix: np.ndarray | None = None
         after: str | None = None
@@ -92,8 +93,8 @@ class Evictor:
                 v = vectors.get(r.id)
                 if v is None:
                     continue
-                if matrix is None or len(items) == len(matrix):  # grown by doubling, trimmed below
-                    grown = np.empty((max(2 * len(items), _PAGE), len(v)), dtype=np.float32)
+                if matrix is None or len(items) == len(matrix):  # the count, or grown if more came
+                    grown = np.empty((max(count, 2 * len(items), 1), len(v)), dtype=np.float32)
                     if matrix is not None:
                         grown[:len(items)] = matrix
                     matrix = grown

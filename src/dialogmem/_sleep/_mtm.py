@@ -245,7 +245,10 @@ def plan_eviction(records: Sequence[Rankable], vectors: np.ndarray, *, capacity:
     excess = int(alive.sum()) - capacity
     if excess > 0:
         red = cos > w.redundancy_floor
-        lists = NeighbourLists.build(len(records), rows[red], cols[red], cos[red], _TOP_K, over)
+        if not red.all():  # (copies of 73 million pairs for a 10⁶-item user: only when needed)
+            rows, cols, cos = rows[red], cols[red], cos[red]
+        lists = NeighbourLists.build(len(records), rows, cols, cos, _TOP_K, over)
+        del rows, cols, cos, red  # the greedy needs the lists only
         plan.evict, plan.utilities = _greedy_evict(records, vecs, lists, base, alive, excess, w)
     return plan
 

@@ -66,9 +66,13 @@ def pairs_above(vecs: np.ndarray, floor: float, *, cap: int | None = None,
             other_c = np.where(probes[cols, 0] == c, probes[cols, 1], probes[cols, 0])
             keep = (other_r != other_c) | (c < other_r)
             rows, cols, cos = rows[keep], cols[keep], cos[keep]
-        parts.append((rows, cols, cos))
-    rows, cols, cos = (np.concatenate([p[k] for p in parts]) for k in range(3))
-    return Pairs(rows, cols, cos, over)
+        parts.append([rows, cols, cos])
+    joined = []
+    for k in range(3):  # one array at a time, the parts' pieces freed once copied
+        joined.append(np.concatenate([p[k] for p in parts]))
+        for p in parts:
+            p[k] = p[k][:0]
+    return Pairs(joined[0], joined[1], joined[2], over)
 
 
 def _exact_pairs(vecs: np.ndarray, members: np.ndarray, floor: float, cap: int | None,
@@ -151,7 +155,7 @@ class NeighbourLists:
 
     starts: np.ndarray  # (n,) int64
     ends: np.ndarray  # (n,) int64
-    ids: np.ndarray  # int64
+    ids: np.ndarray  # int32
     cos: np.ndarray  # float32
     cut: np.ndarray  # (n,) bool
 
@@ -159,22 +163,21 @@ class NeighbourLists:
     def build(cls, n: int, rows: np.ndarray, cols: np.ndarray, cos: np.ndarray, cap: int,
               over: np.ndarray | None = None) -> NeighbourLists:
         """``over``: rows known to have had more pairs than the ones given (``Pairs.over``)."""
-        # by row, best cosine first, then lower column (one stable sort: the pairs come by row, then column)
-        order = np.lexsort((cols, rows))
+        order = np.lexsort((cols, -cos, rows))  # by row, best cosine first, then lower column
         rows, cols, cos = rows[order], cols[order], cos[order]
-        order = np.argsort(rows + (2.0 - cos.astype(np.float64)) / 4.0, kind="stable")
-        rows, cols, cos = rows[order], cols[order], cos[order]
+        del order
         every = np.bincount(rows, minlength=n)
-        keep = (np.arange(len(rows)) - np.searchsorted(rows, np.arange(n))[rows]) < cap
+        first = np.concatenate([[0], np.cumsum(every)[:-1]])
+        keep = np.arange(len(rows)) - np.repeat(first, every) < cap  # rank inside the row
         rows, cols, cos = rows[keep], cols[keep], cos[keep]
         counts = np.minimum(every, cap)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        return cls(starts=starts, ends=starts + counts, ids=cols.astype(np.int64), cos=cos.astype(np.float32),
+        return cls(starts=starts, ends=starts + counts, ids=cols.astype(np.int32), cos=cos.astype(np.float32),
                    cut=(every > cap) | (over if over is not None else False))
 
     def holders(self) -> tuple[np.ndarray, np.ndarray]:
         """The rows that list each item (whose best it may be): ``rows[bounds[i]:bounds[i + 1]]``."""
-        rows = np.repeat(np.arange(len(self.starts)), self.ends - self.starts)
+        rows = np.repeat(np.arange(len(self.starts), dtype=np.int32), self.ends - self.starts)
         order = np.argsort(self.ids, kind="stable")
         bounds = np.searchsorted(self.ids[order], np.arange(len(self.starts) + 1))
         return rows[order], bounds
