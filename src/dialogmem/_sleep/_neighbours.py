@@ -147,6 +147,11 @@ def _nearest_cells(vecs: np.ndarray, centroids: np.ndarray, p: int) -> np.ndarra
     return out
 
 
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    """Where each row starts when rows of ``counts`` items are packed one after the other."""
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
 @dataclass
 class NeighbourLists:
     """Per row ``i``: its best neighbours above the floor, best first, at most ``cap`` of them:
@@ -167,11 +172,10 @@ class NeighbourLists:
         rows, cols, cos = rows[order], cols[order], cos[order]
         del order
         every = np.bincount(rows, minlength=n)
-        first = np.concatenate([[0], np.cumsum(every)[:-1]])
-        keep = np.arange(len(rows)) - np.repeat(first, every) < cap  # rank inside the row
+        keep = np.arange(len(rows)) - np.repeat(_offsets(every), every) < cap  # rank inside the row
         rows, cols, cos = rows[keep], cols[keep], cos[keep]
         counts = np.minimum(every, cap)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        starts = _offsets(counts)
         return cls(starts=starts, ends=starts + counts, ids=cols.astype(np.int32), cos=cos.astype(np.float32),
                    cut=(every > cap) | (over if over is not None else False))
 

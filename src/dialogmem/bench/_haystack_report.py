@@ -42,7 +42,7 @@ def aggregate(units: Sequence[dict[str, Any]], ks: Sequence[int], budgets: Seque
         "haystack_turns": hay_turns,
         "haystack_s": round(hay_s, 3),
         "haystack_turns_per_s": _rate(hay_turns, hay_s),
-        "needle_turns_per_s": round(needle_turns / needle_s, 1) if needle_s > 0 else None,
+        "needle_turns_per_s": _rate(needle_turns, needle_s),
         "embedded_on_import": sum(b.get("embedded_on_import", 0) for b in builds),
         # dialogmem's cache fill through the write path, when this run did it (None: the export was cached)
         "write_turns_per_s": _rate(sum(b.get("write_turns", 0) for b in builds),
