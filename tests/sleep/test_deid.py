@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from dialogmem._sleep._deid import Deidentifier, deidentify
+from timing import assert_linear
 
 NAMES = ["Maya Okafor", "Tom", "Caroline", "Jean-Luc Picard", "Anna de la Cruz"]
 USER_IDS = ["user-42", "conv_26", "maya.okafor"]
@@ -103,24 +103,9 @@ ADVERSARIAL = [
 ]
 
 
-def _cpu_seconds(deid: Deidentifier, text: str) -> float:
-    """The least CPU time of three runs (thread time: other processes on a busy machine do not count)."""
-    best = float("inf")
-    for _ in range(3):
-        started = time.thread_time()
-        deid(text)
-        best = min(best, time.thread_time() - started)
-    return best
-
-
 @pytest.mark.parametrize(("unit", "repeats"), ADVERSARIAL, ids=lambda v: repr(v)[:12] if isinstance(v, str) else "")
 def test_adversarial_inputs_run_in_linear_time(deid: Deidentifier, unit: str, repeats: int) -> None:
-    """Four times the input costs about four times the work, not sixteen (a ratio, not a wall-clock limit,
-    so a slow or loaded machine does not fail it); the output of the full input still leaks nothing."""
-    small, full = unit * (repeats // 4), unit * repeats
-    if unit == "Baker ":
-        small, full = "12 " + small, "12 " + full
-    ratio = _cpu_seconds(deid, full) / max(_cpu_seconds(deid, small), 1e-4)
-    assert ratio < 8.0, f"4x the input took {ratio:.1f}x the time ({len(full)} characters)"
-    out = deid(full)
+    prefix = "12 " if unit == "Baker " else ""
+    assert_linear(deid, lambda k: prefix + unit * k, repeats)
+    out = deid(prefix + unit * repeats)
     assert out is None or not leaks(out)
