@@ -491,6 +491,80 @@ def test_edge_keeps_payloads_in_memory(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "index" / "edge_config.json").read_text())["payload_memory"] == "cached"
 
 
+def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: Path) -> None:
+    """A built segment keeps the float32 vectors on disk ("Cold") and an int8 copy in RAM for the graph;
+    a search rescores its candidates with the originals: scores are the exact cosines, top-k recall
+    holds, and ``retrieve`` gives back the vectors as written."""
+    import json
+
+    rng = np.random.default_rng(11)
+    n, k = 3000, 10
+    idx = EdgeIndex(tmp_path / "index", dim=DIM, indexing_threshold_kb=100)
+    try:
+        recs = [record("u1", f"r{i}") for i in range(n)]
+        vecs = unit(rng, n)
+        for s in range(0, n, 500):
+            idx.upsert([IndexPoint(record=r, vector=v) for r, v in zip(recs[s:s + 500], vecs[s:s + 500], strict=True)])
+        idx.optimize()
+        assert idx.info().indexed_vectors_count > 0
+        built = [c["vector_data"]["dense"] for c in (json.loads(p.read_text())["config"] for p in
+                 (tmp_path / "index" / "segments").glob("*/segment.json"))
+                 if c["vector_data"]["dense"]["index"]["type"] == "hnsw"]
+        assert built and all(d["storage_type"] == "Mmap" and d["quantization_config"]["scalar"]["type"] == "int8"
+                             for d in built), built
+        queries = unit(rng, 30)
+        recall = []
+        for q, hits in zip(queries, idx.dense_search_batch("u1", queries, limit=k), strict=True):
+            exact = vecs @ q
+            truth = {recs[i].id for i in np.argsort(-exact)[:k]}
+            recall.append(len(truth & {h.record.id for h in hits}) / k)
+            by_id = {r.id: i for i, r in enumerate(recs)}
+            np.testing.assert_allclose([h.score for h in hits], [exact[by_id[h.record.id]] for h in hits], atol=1e-5)
+        assert float(np.mean(recall)) >= 0.95
+        got = idx.retrieve([recs[i].id for i in range(0, n, 97)], "u1", with_vectors=True)
+        by_id = {r.id: i for i, r in enumerate(recs)}
+        for rec, vec in got:
+            np.testing.assert_allclose(vec, vecs[by_id[rec.id]], atol=1e-6)
+    finally:
+        idx.close()
+
+
+def test_edge_shard_written_before_the_int8_copy_still_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """A shard created with every vector in RAM and no int8 copy (the placement before) loads, keeps its
+    points and vectors, and takes the new placement for segments written from then on."""
+    import json
+
+    import qdrant_edge as q
+
+    import dialogmem._store._edge as edge
+
+    def before(dim: int, indexing_threshold_kb: int | None, search_threads: int, segment_kb: int | None = None
+               ) -> q.EdgeConfig:
+        return q.EdgeConfig(vectors={edge.DENSE: q.EdgeVectorParams(size=dim, distance=q.Distance.Cosine)},
+                            sparse_vectors={edge.SPARSE: q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},
+                            payload_memory=q.Memory.Cached, max_search_threads=search_threads)
+
+    path = tmp_path / "index"
+    with monkeypatch.context() as patch:
+        patch.setattr(edge, "_edge_config", before)
+        old = EdgeIndex(path, dim=DIM)
+        recs = [record("u1", f"old {i}") for i in range(50)]
+        vecs = put(old, recs)
+        old.close()
+    assert "quantization_config" not in json.loads((path / "edge_config.json").read_text())["vectors"]["dense"]
+    again = EdgeIndex(path, dim=DIM)
+    try:
+        assert again.count("u1") == 50
+        for rec, vec in again.retrieve([r.id for r in recs], "u1", with_vectors=True):
+            np.testing.assert_allclose(vec, vecs[[r.id for r in recs].index(rec.id)], atol=1e-6)
+        assert again.dense_search("u1", vecs[7], limit=1)[0].record.id == recs[7].id
+    finally:
+        again.close()
+    saved = json.loads((path / "edge_config.json").read_text())["vectors"]["dense"]
+    assert saved["memory"] == "cold" and saved["quantization_config"]["scalar"]["type"] == "int8"
+
+
 def _edge_search_threads() -> int:
     """Edge search threads of this process, once the count has held still for 50 ms: the pools of
     shards that earlier tests closed end asynchronously and would otherwise move it under a test."""

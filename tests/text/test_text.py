@@ -49,6 +49,21 @@ def test_memories_and_questions_share_one_tokenizer() -> None:
     assert tokens("Melanie’s") == tokens("Melanie's") == ["melanie"]
 
 
+def test_tokens_lower_case_each_word_as_normalise_word_does() -> None:
+    """Plain-ASCII text is lower-cased once as a whole (the fast path): the words equal those of
+    normalising word by word, on random ASCII text made of the characters that matter (other text
+    takes the word-by-word path itself)."""
+    import random
+
+    from dialogmem._text._words import WORD, normalise_word
+
+    rng = random.Random(5)
+    alphabet = [*"aZqS09'&.-  ,!?", "'s", "'S", "n't"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        assert tokens(text) == [w for w in (normalise_word(m) for m in WORD.findall(text)) if w], text
+
+
 def test_missing_words() -> None:
     assert missing_words("I went to the LGBTQ support group yesterday, the group was great",
                          "Caroline attended a support group") == ["lgbtq", "yesterday", "great"]

