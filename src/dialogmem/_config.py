@@ -94,13 +94,13 @@ class EmbedderConfig(_Section):
     # local: "int8" runs a dynamically quantised graph (onnx engine): about twice as fast, vectors
     # close to the fp32 ones but not equal. A store records which embedder wrote its vectors and
     # refuses to open with another (see README, "Embedder"). "auto": the store's recorded embedder;
-    # a new store is written in int8 and searched with fp32 queries (ingest 2x faster, measured in
-    # the README); a store with memories but no record is fp32 (written before int8 existed);
+    # a new store is written and searched in int8 (ingest 2x faster, a query ~2x faster, measured in
+    # docs/configuration.md); a store with memories but no record is fp32 (written before int8 existed);
     # the torch engine and the openai backend are never quantised.
     quantize: Literal["auto", "none", "int8"] = "auto"
-    # local: the graph that embeds search queries ("none", "int8"; unset: the same as quantize, and
-    # fp32 when quantize is "auto"). Query vectors are never stored, so this leaves the store's
-    # embedder identity alone.
+    # local: the graph that embeds search queries ("none", "int8"; unset: the same as quantize, or
+    # under "auto" the same as the store's memories). Query vectors are never stored, so this leaves
+    # the store's embedder identity alone.
     query_quantize: Literal["none", "int8"] | None = None
 
 

@@ -135,19 +135,22 @@ def test_int8_store_round_trip(make_memory: Callable[..., Memory], tmp_path: Pat
         Memory(data_dir=tmp_path / "q", embedder=FP32)
 
 
-def test_auto_writes_new_stores_in_int8_and_queries_in_fp32(make_memory: Callable[..., Memory], tmp_path: Path,
-                                                           cache_dir: Path) -> None:
+def test_auto_writes_and_searches_new_stores_in_int8(make_memory: Callable[..., Memory], tmp_path: Path,
+                                                     cache_dir: Path) -> None:
     mem = make_memory("a")
-    assert mem.config.embedder.quantize == "int8" and mem.config.embedder.query_quantize == "none"
+    assert mem.config.embedder.quantize == "int8" and mem.config.embedder.query_quantize == "int8"
     mem.add("I adopted a beagle called Rex", user_id="u")
     assert mem._parts.journal.meta(META_KEY) == local_identity("int8")
     emb = mem._parts.embedder
-    assert isinstance(emb, LocalEmbedder) and emb.quantize == "int8" and emb.query_quantize == "none"
-    fp32 = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0).load()
-    assert np.allclose(emb.embed_query("what dog do I have"), fp32.embed(["what dog do I have"])[0], atol=1e-6)
+    assert isinstance(emb, LocalEmbedder) and emb.quantize == "int8" and emb.query_quantize == "int8"
+    int8 = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0, quantize="int8").load()
+    assert np.allclose(emb.embed_query("what dog do I have"), int8.embed(["what dog do I have"])[0], atol=1e-6)
     mem.close()
-    again = make_memory("a", embedder={"query_quantize": "int8"})  # a choice the caller makes stays
-    assert again.config.embedder.quantize == "int8" and again.config.embedder.query_quantize == "int8"
+    again = make_memory("a", embedder={"query_quantize": "none"})  # a choice the caller makes stays
+    assert again.config.embedder.quantize == "int8" and again.config.embedder.query_quantize == "none"
+    fp32 = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0).load()
+    query = again._parts.embedder.embed_query("what dog do I have")
+    assert np.allclose(query, fp32.embed(["what dog do I have"])[0], atol=1e-6)
     assert "beagle" in again.search("what dog do I have", "u").hits[0].memory
 
 

@@ -4,8 +4,10 @@ The vectors of one store must come from one embedder: memories written by anothe
 compared on another scale (and another dimension breaks the index), silently. The journal's ``meta``
 row ``embedder`` names the embedder of the stored vectors; opening the store with another one is a
 ``ConfigError`` that says which setting gives the recorded one back. Query vectors are never
-stored, so ``query_quantize`` may differ from the store's graph: fp32 queries against int8
-memories (the ``"auto"`` default) measured within 0.003 of int8 against int8 on the LoCoMo dev set.
+stored, so ``query_quantize`` may differ from the store's graph. Under ``"auto"`` queries take the
+graph of the memories: on the LoCoMo dev set (LLM-free, 1,033 questions) int8 queries against int8
+memories measured evidence recall@10 0.821 like fp32 queries (@5 0.754 vs 0.758, @512 tokens 0.769
+vs 0.767), and the int8 graph embeds a question in about half the time (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -50,13 +52,13 @@ def auto_quantize(cfg: EmbedderConfig, recorded: str | None, *, has_memories: bo
 
 
 def resolve_embedder(journal: Journal, cfg: EmbedderConfig) -> EmbedderConfig:
-    """``cfg`` with ``quantize = "auto"`` made concrete for this store (queries then stay fp32 unless
-    ``query_quantize`` says otherwise); any other value is returned as it is."""
+    """``cfg`` with ``quantize = "auto"`` made concrete for this store (queries then take the same
+    graph unless ``query_quantize`` says otherwise); any other value is returned as it is."""
     if cfg.quantize != "auto":
         return cfg
     stored, unrecorded_memories = _stored(journal)
     quantize = auto_quantize(cfg, stored, has_memories=unrecorded_memories)
-    return cfg.model_copy(update={"quantize": quantize, "query_quantize": cfg.query_quantize or "none"})
+    return cfg.model_copy(update={"quantize": quantize, "query_quantize": cfg.query_quantize or quantize})
 
 
 def mismatch_message(recorded: str, current: str) -> str | None:
