@@ -169,6 +169,8 @@ def test_memory_rows_reads_and_isolation(opener: Opener) -> None:
     vectors = j.vectors("u", [_record(3).id, _record(7).id])
     assert list(vectors) == [_record(3).id] and np.array_equal(vectors[_record(3).id], _vec(3))
     assert j.vectors("u", []) == {}
+    many = [f"absent-{i}" for i in range(40_000)] + [_record(3).id]  # more ids than SQLite binds at once
+    assert list(j.vectors("u", many)) == [_record(3).id]
     assert j.count_memories() == 7 and j.count_memories("u") == 6 and j.count_memories("u", tier="ltm") == 1
     assert j.largest_user() == 6
     stolen = _record(1).model_copy(update={"user_id": "v"})

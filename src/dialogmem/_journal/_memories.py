@@ -211,11 +211,13 @@ class MemoryRows:
         return [_record(r) for r in self._query(sql + " ORDER BY id LIMIT ?", [*params, limit])]
 
     def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        if not ids:
-            return {}
-        rows = self._query(f"SELECT id, vector FROM memories WHERE user_id=? AND id IN ({_marks(ids)})",
-                           [user_id, *ids])
-        return {r[0]: v for r in rows if (v := _vector(r[1])) is not None}
+        out: dict[str, np.ndarray] = {}
+        for lo in range(0, len(ids), 5000):  # SQLite binds at most 32,766 values a statement
+            part = list(ids[lo:lo + 5000])
+            rows = self._query(f"SELECT id, vector FROM memories WHERE user_id=? AND id IN ({_marks(part)})",
+                               [user_id, *part])
+            out.update((r[0], v) for r in rows if (v := _vector(r[1])) is not None)
+        return out
 
     def count_memories(self, user_id: str | None = None, *, status: str = "active", tier: str | None = None) -> int:
         sql, params = "SELECT COUNT(*) FROM memories WHERE status=?", [status]
