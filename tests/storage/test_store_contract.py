@@ -514,15 +514,14 @@ def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: P
                              for d in built), built
         queries = unit(rng, 30)
         recall = []
+        by_id = {r.id: i for i, r in enumerate(recs)}
         for q, hits in zip(queries, idx.dense_search_batch("u1", queries, limit=k), strict=True):
             exact = vecs @ q
             truth = {recs[i].id for i in np.argsort(-exact)[:k]}
             recall.append(len(truth & {h.record.id for h in hits}) / k)
-            by_id = {r.id: i for i, r in enumerate(recs)}
             np.testing.assert_allclose([h.score for h in hits], [exact[by_id[h.record.id]] for h in hits], atol=1e-5)
         assert float(np.mean(recall)) >= 0.95
         got = idx.retrieve([recs[i].id for i in range(0, n, 97)], "u1", with_vectors=True)
-        by_id = {r.id: i for i, r in enumerate(recs)}
         for rec, vec in got:
             np.testing.assert_allclose(vec, vecs[by_id[rec.id]], atol=1e-6)
     finally:

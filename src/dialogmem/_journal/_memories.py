@@ -212,8 +212,7 @@ class MemoryRows:
 
     def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        for lo in range(0, len(ids), 5000):  # SQLite binds at most 32,766 values a statement
-            part = list(ids[lo:lo + 5000])
+        for part in _parts(ids, 5000):  # SQLite binds at most 32,766 values a statement
             rows = self._query(f"SELECT id, vector FROM memories WHERE user_id=? AND id IN ({_marks(part)})",
                                [user_id, *part])
             out.update((r[0], v) for r in rows if (v := _vector(r[1])) is not None)
@@ -270,8 +269,7 @@ class MemoryRows:
         if not ids:
             return
         with self._tx() as db:
-            for lo in range(0, len(ids), 500):
-                part = list(ids[lo:lo + 500])
+            for part in _parts(ids, 500):
                 db.execute(f"UPDATE memories SET index_state=?, index_error=? WHERE id IN ({_marks(part)})",
                            [int(state), error, *part])
 
@@ -288,8 +286,7 @@ def _set_status(db: sqlite3.Connection, user_id: str, ids: Sequence[str], status
                 error: str | None) -> int:
     """Moves pending turns to ``status``; returns how many moved."""
     moved = 0
-    for lo in range(0, len(ids), 500):
-        part = list(ids[lo:lo + 500])
+    for part in _parts(ids, 500):
         moved += db.execute(f"UPDATE turns SET processed=?, error=? WHERE user_id=? AND processed=? "
                             f"AND id IN ({_marks(part)})",
                             [int(status), error, user_id, int(TurnStatus.PENDING), *part]).rowcount
@@ -314,6 +311,12 @@ def _record(row: Row) -> MemoryRecord:
 
 def _vector(blob: bytes | None) -> np.ndarray | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32).copy()
+
+
+def _parts(ids: Sequence[str], size: int) -> Iterator[list[str]]:
+    """``ids`` in consecutive lists of at most ``size``: one ``IN (...)`` statement each."""
+    for lo in range(0, len(ids), size):
+        yield list(ids[lo:lo + size])
 
 
 def _marks(items: Sequence[object]) -> str:

@@ -72,13 +72,18 @@ _VERB_SUFFIXES = ("ing", "ed", "ly")
 
 def normalise_word(word: str) -> str:
     """Lower case, typographic apostrophes made plain, possessive "'s" removed."""
-    return word.lower().replace("’", "'").removesuffix("'s").removesuffix("'")
+    return _without_possessive(word.lower().replace("’", "'"))
+
+
+def _without_possessive(word: str) -> str:
+    """A lower-case word with plain apostrophes, its possessive "'s" (or bare "'") removed."""
+    return word.removesuffix("'s").removesuffix("'")
 
 
 def tokens(text: str) -> list[str]:
     """Every word of ``text``, normalised (see :func:`normalise_word`), in order."""
     if text.isascii():  # the same words, lower-cased once for the whole text: a quarter faster
-        return [w for w in (m.removesuffix("'s").removesuffix("'") for m in WORD.findall(text.lower())) if w]
+        return [w for w in map(_without_possessive, WORD.findall(text.lower())) if w]
     return [w for w in (normalise_word(m) for m in WORD.findall(text)) if w]
 
 
