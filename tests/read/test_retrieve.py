@@ -10,6 +10,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from dialogmem import InputError, MemoryRecord
@@ -92,13 +93,22 @@ class RecordingIndex:
         self.inner = inner
         self.dim = inner.dim
         self.calls: list[dict] = []
+        self.batches = 0
 
     def hybrid_search(self, user_id, vector, text, *, limit, flt=None, prefetch_limit=None, dense_weight=None):
-        hits = self.inner.hybrid_search(user_id, vector, text, limit=limit, flt=flt,
-                                        prefetch_limit=prefetch_limit, dense_weight=dense_weight)
-        self.calls.append({"user_id": user_id, "text": text, "limit": limit, "flt": flt, "n": len(hits),
-                           "prefetch": prefetch_limit, "dense_weight": dense_weight})
-        return hits
+        return self.hybrid_search_batch(user_id, np.asarray([vector]), [text], limit=limit, flts=[flt],
+                                        prefetch_limit=prefetch_limit, dense_weight=dense_weight)[0]
+
+    def hybrid_search_batch(self, user_id, vectors, texts, *, limit, flts=None, prefetch_limit=None,
+                            dense_weight=None):
+        """Kept per view, as if each view were its own call; ``batches`` counts the requests."""
+        answers = self.inner.hybrid_search_batch(user_id, vectors, texts, limit=limit, flts=flts,
+                                                 prefetch_limit=prefetch_limit, dense_weight=dense_weight)
+        self.batches += 1
+        for text, flt, hits in zip(texts, flts or [None] * len(texts), answers, strict=True):
+            self.calls.append({"user_id": user_id, "text": text, "limit": limit, "flt": flt, "n": len(hits),
+                               "prefetch": prefetch_limit, "dense_weight": dense_weight})
+        return answers
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
@@ -122,6 +132,7 @@ def test_budget_split_union_and_final_k(index, embedder) -> None:
     candidates, _relaxed = coarse_retrieve(spy, embedder, "alice", plan, k=4, dense_weight=None)
     assert [c["limit"] for c in spy.calls] == [per_view_budget(4, 3)] * 3 == [3, 3, 3]
     assert [c["dense_weight"] for c in spy.calls] == [None] * 3  # RRF
+    assert spy.batches == 1  # every view in one request
     assert len(candidates) <= 8  # 2K
     assert len({c.record.id for c in candidates}) == len(candidates)
     assert all(1 <= c.views <= 3 for c in candidates)

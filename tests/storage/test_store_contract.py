@@ -27,6 +27,7 @@ from dialogmem._store import (
     VectorIndex,
     open_index,
 )
+from dialogmem._types import ScoredRecord
 
 DIM = 384
 ADAPTERS = ["edge", "remote"]
@@ -204,6 +205,8 @@ def test_scope_isolation_on_every_method(index: VectorIndex) -> None:
     assert index.hybrid_search("bob", q, "zqvorth", limit=5) == []
     assert index.hybrid_search("bob", q, "zqvorth", limit=5, dense_weight=0.4) == []
     assert index.dense_search_batch("bob", vecs, limit=5) == [[], [], []]
+    assert index.hybrid_search_batch("bob", vecs, ["zqvorth"] * 3, limit=5) == [[], [], []]
+    assert index.hybrid_search_batch("bob", vecs, ["zqvorth"] * 3, limit=5, dense_weight=0.4) == [[], [], []]
     assert index.delete_user("bob") == 0
     # alice is untouched by all of the above
     assert index.count("alice") == 3
@@ -254,6 +257,30 @@ def test_filters_match_a_python_predicate(index: VectorIndex, name: str) -> None
     assert {h.record.id for h in index.hybrid_search("u1", vecs[0], "trip", limit=100, flt=flt)} == expected
     convex = index.hybrid_search("u1", vecs[0], "trip", limit=100, flt=flt, dense_weight=0.4)
     assert {h.record.id for h in convex} == expected
+
+
+@pytest.mark.parametrize("dense_weight", [None, 0.4])
+def test_hybrid_batch_answers_each_view_as_its_own_search(index: VectorIndex, dense_weight: float | None) -> None:
+    recs = _filter_corpus()
+    vecs = put(index, [*recs, record("u2", "trip note foreign", speaker_name="Ann")])
+    names = ["tier", "speakers any", "empty speakers", "time inclusive"]
+    flts = [FILTERS[n][0] for n in names]
+    texts = ["trip note 3", "note", "trip", "trip note 7"]
+    rows = vecs[[3, 0, 5, 7]]
+    got = index.hybrid_search_batch("u1", rows, texts, limit=4, flts=flts, prefetch_limit=8,
+                                    dense_weight=dense_weight)
+    one_by_one = [index.hybrid_search("u1", v, t, limit=4, flt=f, prefetch_limit=8, dense_weight=dense_weight)
+                  for v, t, f in zip(rows, texts, flts, strict=True)]
+    def as_ids(answer: list[list[ScoredRecord]]) -> list[list[tuple[float, str]]]:
+        # equal RRF scores come back in no set order: compare each list ordered by (score, id)
+        return [sorted((-round(h.score, 5), h.record.id) for h in hits) for hits in answer]
+    assert as_ids(got) == as_ids(one_by_one)
+    assert got[2] == [] and all(got[i] for i in (0, 1, 3))
+    for (_, pred), hits in zip([FILTERS[n] for n in names], got, strict=True):
+        assert all(pred(h.record) and h.record.user_id == "u1" for h in hits)
+    assert index.hybrid_search_batch("u1", vecs[:0], [], limit=4) == []
+    with pytest.raises(InputError, match="texts"):
+        index.hybrid_search_batch("u1", rows, texts[:2], limit=4)
 
 
 def test_id_filters(index: VectorIndex) -> None:
@@ -526,6 +553,45 @@ def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: P
             np.testing.assert_allclose(vec, vecs[by_id[rec.id]], atol=1e-6)
     finally:
         idx.close()
+
+
+def test_edge_reads_ahead_what_a_search_reads_when_it_reopens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """Closing a shard drops its on-disk pages from the page cache; reopening hints the kernel to read
+    the float32 originals and the BM25 posting lists back (the files a search reads), all of them, part
+    by part. The names are Edge's own: an Edge that moved them fails here instead of going cold."""
+    import dialogmem._store._edge as edge
+
+    idx = EdgeIndex(tmp_path / "index", dim=DIM, indexing_threshold_kb=100)
+    recs = [record("u1", f"note {i} about tea") for i in range(600)]
+    put(idx, recs)
+    idx.optimize()
+    idx.close()
+    searched = {seg / name for seg in (tmp_path / "index" / "segments").glob("*") for name in edge._SEARCHED_FILES
+                if (seg / name).is_file()}
+    assert {p.name for p in searched} == {Path(n).name for n in edge._SEARCHED_FILES}
+    advised: dict[str, list[int]] = {}
+    real = os.posix_fadvise
+
+    def spy(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.setdefault(os.readlink(f"/proc/self/fd/{fd}"), []).append(offset)
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(edge, "_READ_AHEAD_STEP", 4096)
+    monkeypatch.setattr(os, "posix_fadvise", spy)
+    idx = EdgeIndex(tmp_path / "index", dim=DIM)
+    try:
+        assert set(advised) == {str(p) for p in searched}
+        for path in searched:  # every part of every file
+            assert advised[str(path)] == list(range(0, path.stat().st_size, 4096))
+        assert len(idx.hybrid_search("u1", np.ones(DIM, dtype=np.float32), "tea", limit=3)) == 3
+    finally:
+        idx.close()
+    # too little free memory: nothing is hinted
+    advised.clear()
+    monkeypatch.setattr(os, "sysconf", lambda name: 1)
+    EdgeIndex(tmp_path / "index", dim=DIM).close()
+    assert advised == {}
 
 
 def test_edge_shard_written_before_the_int8_copy_still_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -107,18 +107,20 @@ def embed_views(embedder: Embedder, plan: QueryPlan) -> np.ndarray:
 def search_views(index: VectorIndex, user_id: str, plan: QueryPlan, vectors: np.ndarray, *, k: int,
                  base_filter: IndexFilter | None = None, dense_weight: float | None = DENSE_WEIGHT
                  ) -> tuple[list[Candidate], list[str]]:
-    """One hybrid query per view, union by id: at most ``2k`` candidates, best first, and the
-    filters that had to be dropped because they matched nothing. ``dense_weight`` goes to
+    """One hybrid query per view (all views in one batch request), union by id: at most ``2k``
+    candidates, best first, and the filters that had to be dropped because they matched nothing
+    (a view that found nothing is asked again with its next filter relaxed). ``dense_weight`` goes to
     ``hybrid_search`` (convex fusion; None: RRF, see ``ReadSettings.fusion_weight``)."""
     budget = per_view_budget(k, len(plan.hqs))
     prefetch = max(2 * budget, 20)
+    texts = [lexical_text(hq.text, plan) for hq in plan.hqs]
+    first = index.hybrid_search_batch(
+        user_id, vectors, texts, limit=budget, prefetch_limit=prefetch, dense_weight=dense_weight,
+        flts=[view_filter(plan, hq.route, base_filter) for hq in plan.hqs]) if plan.hqs else []
     merged: dict[str, Candidate] = {}
     dropped: list[str] = []
-    for hq, vector in zip(plan.hqs, vectors, strict=True):
-        text = lexical_text(hq.text, plan)
+    for hq, vector, text, hits in zip(plan.hqs, vectors, texts, first, strict=True):
         relaxed: list[str] = []
-        hits = index.hybrid_search(user_id, vector, text, limit=budget, prefetch_limit=prefetch,
-                                   flt=view_filter(plan, hq.route, base_filter), dense_weight=dense_weight)
         for step in (s for s in _RELAX_ORDER if s in active_filters(plan, hq.route)):
             if hits:
                 break

@@ -89,6 +89,13 @@ class VectorIndex(Protocol):
         in one query, or with ``dense_weight`` by a convex combination of the min-max normalised
         scores (``_fusion``; one batch request of ids and scores, then the top ``limit`` payloads)."""
 
+    def hybrid_search_batch(self, user_id: str, vectors: np.ndarray, texts: Sequence[str], *, limit: int,
+                            flts: Sequence[IndexFilter | None] | None = None,
+                            prefetch_limit: int | None = None, dense_weight: float | None = None
+                            ) -> list[list[ScoredRecord]]:
+        """``hybrid_search`` for many (vector, text, filter) views at once: one list per view, each
+        what ``hybrid_search`` of that view returns, in one request (and one payload read)."""
+
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
                      flt: IndexFilter | None = None) -> list[ScoredRecord]:
         """Dense-only search (cosine score) in scope."""

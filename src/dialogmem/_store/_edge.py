@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
+from uuid import UUID
 
 import qdrant_edge as q
 
@@ -37,6 +39,13 @@ MIN_FREE_MB = 16
 #: Segments written before this setting keep their placement until the optimizer rewrites them.
 OVERSAMPLING = 2.0
 _DENSE_PARAMS = q.SearchParams(quantization=q.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING))
+#: The files a search reads that Edge leaves on disk (memory-mapped, paged in on touch): the float32
+#: originals the rescoring reads, and BM25's posting lists. Closing a shard drops their pages from
+#: the page cache, so a reopened store read them from disk one page a candidate: at 10^6 memories a
+#: rescored dense top-40 took 5.3 ms against 1.2 ms with the pages cached. Opening asks the kernel
+#: to read them ahead (``_read_ahead``), which costs no RSS until a search maps a page.
+_SEARCHED_FILES = ("vector_storage-dense/matrix.dat", "vector_index-bm25/inverted_index.dat")
+_READ_AHEAD_STEP = 8 * MIB  # the kernel reads at most a few MiB a hint: hint the file part by part
 
 
 class EdgeIndex(ScopedIndex):
@@ -69,6 +78,8 @@ class EdgeIndex(ScopedIndex):
                 self.path.mkdir(parents=True, exist_ok=True)
                 self._shard = q.EdgeShard.create(str(self.path), config)
             self._ensure_indexes()
+        if existing:
+            _read_ahead([seg / name for seg in (self.path / "segments").glob("*") for name in _SEARCHED_FILES])
         log.debug("edge index %s %s", "loaded" if existing else "created", self.path)
 
     def _ensure_indexes(self) -> None:
@@ -147,6 +158,10 @@ class EdgeIndex(ScopedIndex):
             with_vector=[DENSE] if with_vectors else False))
         return [(r.payload, r.vector) for r in records], (None if nxt is None else str(nxt))
 
+    def _fetch(self, ids: list[str], with_vectors: bool) -> list[Hit]:
+        wanted: list[int | UUID | str] = [*ids]
+        return [(r.payload, r.vector) for r in self._shard.retrieve(wanted, True, [DENSE] if with_vectors else False)]
+
     def _query(self, specs: list[SearchSpec]) -> list[list[Scored]]:
         requests = [_request(s) for s in specs]
         if len(requests) == 1:
@@ -171,6 +186,38 @@ class EdgeIndex(ScopedIndex):
                 self._shard.flush()
         finally:
             self._shard.close()
+
+
+def _read_ahead(files: list[Path]) -> int:
+    """Ask the kernel to read ``files`` into the page cache in the background (``posix_fadvise``
+    WILLNEED; nothing is copied into this process) when they take at most half the free memory;
+    returns the bytes hinted (0: skipped, or not a Linux system). Only a hint: a file it cannot
+    open is skipped, and a search then reads its pages as before."""
+    advise = getattr(os, "posix_fadvise", None)
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        free = 0
+    present = [f for f in files if f.is_file()]
+    total = sum(f.stat().st_size for f in present)
+    if advise is None or not total or total > free // 2:
+        log.debug("not reading ahead %d bytes of search files (%d bytes free)", total, free)
+        return 0
+    hinted = 0
+    for path in present:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            log.info("not reading ahead %s: %s", path, exc)
+            continue
+        try:
+            size = os.fstat(fd).st_size
+            for start in range(0, size, _READ_AHEAD_STEP):
+                advise(fd, start, _READ_AHEAD_STEP, os.POSIX_FADV_WILLNEED)
+            hinted += size
+        finally:
+            os.close(fd)
+    return hinted
 
 
 def _occupied(path: Path) -> int:

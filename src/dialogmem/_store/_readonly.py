@@ -66,6 +66,13 @@ class ReadOnlyIndex:
         return self._shard(user_id).hybrid_search(user_id, vector, text, limit=limit, flt=flt,
                                                   prefetch_limit=prefetch_limit, dense_weight=dense_weight)
 
+    def hybrid_search_batch(self, user_id: str, vectors: np.ndarray, texts: Sequence[str], *, limit: int,
+                            flts: Sequence[IndexFilter | None] | None = None,
+                            prefetch_limit: int | None = None, dense_weight: float | None = None
+                            ) -> list[list[ScoredRecord]]:
+        return self._shard(user_id).hybrid_search_batch(user_id, vectors, texts, limit=limit, flts=flts,
+                                                        prefetch_limit=prefetch_limit, dense_weight=dense_weight)
+
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
                      flt: IndexFilter | None = None) -> list[ScoredRecord]:
         return self._shard(user_id).dense_search(user_id, vector, limit=limit, flt=flt)

@@ -106,6 +106,11 @@ class RemoteIndex(ScopedIndex):
             with_payload=True, with_vectors=[DENSE] if with_vectors else False)
         return [(r.payload, r.vector) for r in records], (None if nxt is None else str(nxt))
 
+    def _fetch(self, ids: list[str], with_vectors: bool) -> list[Hit]:
+        records = self._client.retrieve(self.collection, ids=ids, with_payload=True,
+                                        with_vectors=[DENSE] if with_vectors else False)
+        return [(r.payload, r.vector) for r in records]
+
     def _query(self, specs: list[SearchSpec]) -> list[list[Scored]]:
         requests = [_request(s) for s in specs]
         answers = self._client.query_batch_points(self.collection, requests=requests)
