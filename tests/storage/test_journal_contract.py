@@ -108,6 +108,12 @@ def test_turns_retries_conflicts_and_order(opener: Opener) -> None:
     assert j.count_turns("u") == 5 and j.count_turns() == 6
     assert [t.id for t in j.turns("u", ids=["t4", "t2", "nope"])] == ["t2", "t4"]
     assert j.turns("u", ids=[]) == [] and [t.id for t in j.turns("u", limit=2)] == ["t1", "t2"]
+    # more ids than SQLite (32,766) or PostgreSQL (65,535) bind in one statement: read in parts, same answers
+    many = [f"absent-{i}" for i in range(70_000)]
+    assert [t.id for t in j.turns("u", ids=["t4", *many, "t2"])] == ["t2", "t4"]
+    assert [t.id for t in j.turns("u", ids=[*many, "t5", "t1", "t3"], limit=2)] == ["t1", "t3"]
+    assert j.fresh_turns([_turn(3), *(_turn(i) for i in range(10, 70_010)), _turn(9)])[-1] == _turn(9)
+    assert j.set_turn_status("u", [*many, "t5"], TurnStatus.PENDING, only_from=TurnStatus.PENDING) == 1
     seq4 = j.turns("u", ids=["t4"])[0].seq
     assert [t.id for t in j.turns_before("u", seq4, 2)] == ["t2", "t3"]
     assert [t.id for t in j.turns_before("u", None, 2)] == ["t4", "t5"]
@@ -169,8 +175,10 @@ def test_memory_rows_reads_and_isolation(opener: Opener) -> None:
     vectors = j.vectors("u", [_record(3).id, _record(7).id])
     assert list(vectors) == [_record(3).id] and np.array_equal(vectors[_record(3).id], _vec(3))
     assert j.vectors("u", []) == {}
-    many = [f"absent-{i}" for i in range(40_000)] + [_record(3).id]  # more ids than SQLite binds at once
+    many = [f"absent-{i}" for i in range(70_000)] + [_record(3).id]  # more ids than SQLite or PostgreSQL bind at once
     assert list(j.vectors("u", many)) == [_record(3).id]
+    assert [m.id for m in j.memories("u", ids=[_record(5).id, *many])] == sorted([_record(3).id, _record(5).id])
+    assert [m.id for m in j.memories("u", ids=[_record(5).id, *many], limit=1)] == [min(_record(3).id, _record(5).id)]
     assert j.count_memories() == 7 and j.count_memories("u") == 6 and j.count_memories("u", tier="ltm") == 1
     assert j.largest_user() == 6
     stolen = _record(1).model_copy(update={"user_id": "v"})

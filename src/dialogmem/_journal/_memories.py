@@ -204,15 +204,15 @@ class MemoryRows:
             sql, params = sql + " AND id > ?", [*params, after_id]
         if tier is not None:
             sql, params = sql + " AND tier=?", [*params, tier]
-        if ids is not None:
-            if not ids:
-                return []
-            sql, params = sql + f" AND id IN ({_marks(ids)})", [*params, *ids]
-        return [_record(r) for r in self._query(sql + " ORDER BY id LIMIT ?", [*params, limit])]
+        if ids is None:
+            return [_record(r) for r in self._query(sql + " ORDER BY id LIMIT ?", [*params, limit])]
+        rows = [r for part in _parts(ids, ID_PART)
+                for r in self._query(sql + f" AND id IN ({_marks(part)}) ORDER BY id LIMIT ?", [*params, *part, limit])]
+        return [_record(r) for r in sorted(rows, key=lambda r: r["id"])[:limit]]
 
     def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        for part in _parts(ids, 5000):  # SQLite binds at most 32,766 values a statement
+        for part in _parts(ids, ID_PART):
             rows = self._query(f"SELECT id, vector FROM memories WHERE user_id=? AND id IN ({_marks(part)})",
                                [user_id, *part])
             out.update((r[0], v) for r in rows if (v := _vector(r[1])) is not None)
@@ -311,6 +311,11 @@ def _record(row: Row) -> MemoryRecord:
 
 def _vector(blob: bytes | None) -> np.ndarray | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32).copy()
+
+
+#: ids bound in one ``IN (...)`` statement: SQLite binds at most 32,766 values a statement and
+#: PostgreSQL 65,535, so a longer id list is read in parts of this size
+ID_PART = 5000
 
 
 def _parts(ids: Sequence[str], size: int) -> Iterator[list[str]]:

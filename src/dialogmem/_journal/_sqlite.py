@@ -26,7 +26,7 @@ from .._usage import StageUsage
 from ._graph import GraphRows
 from ._keys import KeyRows
 from ._ltmqueue import LTMQueueRows
-from ._memories import MemoryRows, _marks
+from ._memories import ID_PART, MemoryRows, _marks, _parts
 from ._schema import MIGRATIONS, SCHEMA_VERSION, TurnStatus
 
 log = logging.getLogger(__name__)
@@ -154,10 +154,8 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
         if not turns:
             return []
         user_id = turns[0].user_id
-        ids = [t.id for t in turns]
-        rows = self._query(f"SELECT id, content FROM turns WHERE user_id=? AND id IN ({_marks(ids)})",
-                           [user_id, *ids])
-        known = {r[0]: r[1] for r in rows}
+        known = {r[0]: r[1] for part in _parts([t.id for t in turns], ID_PART) for r in self._query(
+            f"SELECT id, content FROM turns WHERE user_id=? AND id IN ({_marks(part)})", [user_id, *part])}
         for t in turns:
             if t.id in known and known[t.id] != t.content:
                 raise InputError(f"message id {t.id!r} already exists with different content")
@@ -193,16 +191,12 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
         if status is not None:
             sql += " AND processed=?"
             params.append(int(status))
-        if ids is not None:
-            id_list = list(ids)
-            if not id_list:
-                return []
-            sql += f" AND id IN ({_marks(id_list)})"
-            params += id_list
-        sql += " ORDER BY seq" + (" LIMIT ?" if limit is not None else "")
-        if limit is not None:
-            params.append(limit)
-        return [self._turn(r) for r in self._query(sql, params)]
+        tail, last = (" ORDER BY seq LIMIT ?", [limit]) if limit is not None else (" ORDER BY seq", [])
+        if ids is None:
+            return [self._turn(r) for r in self._query(sql + tail, [*params, *last])]
+        found = [self._turn(r) for part in _parts(list(ids), ID_PART)
+                 for r in self._query(sql + f" AND id IN ({_marks(part)})" + tail, [*params, *part, *last])]
+        return sorted(found, key=lambda t: t.seq)[:limit]
 
     def turn_rows(self, user_id: str, *, after_seq: int = 0,
                   limit: int = 1000) -> list[tuple[Turn, TurnStatus, str | None]]:
@@ -258,12 +252,15 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
         """Move turns to ``status`` (e.g. quarantined -> pending to retry, or -> dropped)."""
         if not ids:
             return 0
-        sql = f"UPDATE turns SET processed=?, error=NULL WHERE user_id=? AND id IN ({_marks(ids)})"
-        params: list[object] = [int(status), user_id, *ids]
-        if only_from is not None:
-            sql, params = sql + " AND processed=?", [*params, int(only_from)]
-        with self._tx() as db:
-            return db.execute(sql, params).rowcount
+        changed = 0
+        with self._tx() as db:  # every part or none
+            for part in _parts(ids, ID_PART):
+                sql = f"UPDATE turns SET processed=?, error=NULL WHERE user_id=? AND id IN ({_marks(part)})"
+                params: list[object] = [int(status), user_id, *part]
+                if only_from is not None:
+                    sql, params = sql + " AND processed=?", [*params, int(only_from)]
+                changed += db.execute(sql, params).rowcount
+        return changed
 
     # -- history --------------------------------------------------------------------------
     @staticmethod
