@@ -364,6 +364,13 @@ def test_ltm_graph_rows_links_and_vectors(opener: Opener) -> None:
     assert j.graph_node_vectors([])[0] == [] and j.graph_nodes([]) == []
     assert sorted(n.id for n in j.graph_nodes(["n1", "n2", "missing"])) == ["n1", "n2"]
     assert [e.id for e in j.graph_live_edges(touching=["n2"])] == ["e1"] and j.graph_live_edges(touching=[]) == []
+    # id lists longer than one statement binds: read in parts; an edge whose ends fall in two parts comes once
+    many = ["n2", *(f"absent-{i}" for i in range(70_000)), "n1"]
+    assert [n.id for n in j.graph_node_vectors(many)[0]] == ["n1", "n2"]
+    assert sorted(n.id for n in j.graph_nodes(many)) == ["n1", "n2"]
+    assert [e.id for e in j.graph_live_edges(touching=many)] == ["e1"]
+    assert sorted(x.target_id for x in j.graph_links(target_ids=[*many, "e1"])) == ["e1", "n1", "n2"]
+    assert j.graph_support([*many, "e1"], "k1") == {"n1": (1, True), "n2": (1, True), "e1": (1, True)}
     dropped = b.model_copy(update={"dropped_at": 3.0})
     j.commit_graph(GraphCommit(delta=GraphDelta(drop_nodes=[dropped], drop_edges=[edge.model_copy(
         update={"dropped_at": 3.0})])))

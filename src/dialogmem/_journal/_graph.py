@@ -22,7 +22,7 @@ import numpy as np
 from .._changes import GraphCommit
 from .._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
 from .._types import MemoryRecord
-from ._memories import _marks
+from ._memories import ID_PART, _marks, _parts
 
 Row = Any
 
@@ -100,11 +100,10 @@ class GraphRows:
         sql, params = "SELECT subject_key, memory_id, target_id FROM ltm_links WHERE 1=1", []
         if subject_key is not None:
             sql, params = sql + " AND subject_key=?", [subject_key]
-        if target_ids is not None:
-            if not target_ids:
-                return []
-            sql, params = sql + f" AND target_id IN ({_marks(target_ids)})", [*params, *target_ids]
-        return [EvidenceLink(subject_key=r[0], memory_id=r[1], target_id=r[2]) for r in self._query(sql, params)]
+        parts = [(sql, params)] if target_ids is None else [
+            (sql + f" AND target_id IN ({_marks(part)})", [*params, *part]) for part in _parts(target_ids, ID_PART)]
+        return [EvidenceLink(subject_key=r[0], memory_id=r[1], target_id=r[2])
+                for one, args in parts for r in self._query(one, args)]
 
     def graph_support(self, target_ids: Sequence[str] | None = None, subject_key: str | None = None
                       ) -> dict[str, tuple[int, bool]]:
@@ -114,40 +113,41 @@ class GraphRows:
         sql = ("SELECT target_id, COUNT(DISTINCT subject_key), MAX(CASE WHEN subject_key = ? THEN 1 ELSE 0 END) "
                "FROM ltm_links")
         params: list[object] = [subject_key if subject_key is not None else ""]
-        if target_ids is not None:
-            if not target_ids:
-                return {}
-            sql, params = sql + f" WHERE target_id IN ({_marks(target_ids)})", [*params, *target_ids]
-        rows = self._query(sql + " GROUP BY target_id", params)
-        return {r[0]: (int(r[1]), bool(r[2])) for r in rows}
+        parts = [(sql, params)] if target_ids is None else [  # a part holds every link of its ids
+            (sql + f" WHERE target_id IN ({_marks(part)})", [*params, *part]) for part in _parts(target_ids, ID_PART)]
+        return {r[0]: (int(r[1]), bool(r[2]))
+                for one, args in parts for r in self._query(one + " GROUP BY target_id", args)}
 
     def graph_node_vectors(self, ids: Sequence[str] | None = None) -> tuple[list[GraphNode], np.ndarray]:
         """The live nodes that have an embedding (all, or those of ``ids``), and their vectors (one
         row each), ordered by id."""
-        sql, params = f"SELECT {_NODE_COLS}, vector FROM ltm_nodes WHERE dropped_at IS NULL AND vector IS NOT NULL", []
-        if ids is not None:
-            sql, params = sql + f" AND id IN ({_marks(ids)})", list(ids)
-        rows = self._query(sql + " ORDER BY id", params) if ids is None or ids else []
+        sql = f"SELECT {_NODE_COLS}, vector FROM ltm_nodes WHERE dropped_at IS NULL AND vector IS NOT NULL"
+        if ids is None:
+            rows = self._query(sql + " ORDER BY id", [])
+        else:
+            rows = sorted((r for part in _parts(ids, ID_PART)
+                           for r in self._query(sql + f" AND id IN ({_marks(part)})", part)), key=lambda r: r["id"])
         if not rows:
             return [], np.zeros((0, 0), dtype=np.float32)
         return [_node(r) for r in rows], np.stack([np.frombuffer(r["vector"], dtype=np.float32) for r in rows])
 
     def graph_nodes(self, ids: Sequence[str]) -> list[GraphNode]:
         """The live nodes of ``ids`` (in no particular order)."""
-        if not ids:
-            return []
-        return [_node(r) for r in self._query(
-            f"SELECT {_NODE_COLS} FROM ltm_nodes WHERE dropped_at IS NULL AND id IN ({_marks(ids)})", list(ids))]
+        return [_node(r) for part in _parts(ids, ID_PART) for r in self._query(
+            f"SELECT {_NODE_COLS} FROM ltm_nodes WHERE dropped_at IS NULL AND id IN ({_marks(part)})", part)]
 
     def graph_live_edges(self, touching: Sequence[str] | None = None) -> list[GraphEdge]:
         """Live edges: all, or those with an endpoint in ``touching``."""
-        sql, params = f"SELECT {_EDGE_COLS} FROM ltm_edges WHERE dropped_at IS NULL", []
-        if touching is not None:
-            if not touching:
-                return []
-            marks = _marks(touching)
-            sql, params = sql + f" AND (source IN ({marks}) OR target IN ({marks}))", [*touching, *touching]
-        return [_edge(r) for r in self._query(sql, params)]
+        sql = f"SELECT {_EDGE_COLS} FROM ltm_edges WHERE dropped_at IS NULL"
+        if touching is None:
+            return [_edge(r) for r in self._query(sql, [])]
+        found: dict[str, GraphEdge] = {}  # an edge whose two ends fall in two parts is read twice
+        for part in _parts(touching, ID_PART):
+            marks = _marks(part)
+            for r in self._query(sql + f" AND (source IN ({marks}) OR target IN ({marks}))", [*part, *part]):
+                edge = _edge(r)
+                found.setdefault(edge.id, edge)
+        return list(found.values())
 
     def graph_counts(self) -> dict[str, int]:
         def one(sql: str) -> int:
