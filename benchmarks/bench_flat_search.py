@@ -6,7 +6,9 @@ LoCoMo questions are searched (``Memory.search``, limit 10, embedding included: 
 off, ``embedder.query_cache = 0``), then ``sleep()`` builds the HNSW graph of the
 points the shard still scans (``store.index_min_points``), and the same questions are searched again.
 Reported: RSS once the store is open (before any search), search p50/p95 before and after, the
-build's seconds, RSS at the end and the store's size on disk. With ``--store`` the history is built
+build's seconds, the stage medians of the searches after (``SearchResult.timings_ms``), RSS at the end
+with its anonymous and file-backed parts (the store's memory-mapped files: pages the kernel may drop),
+and the store's size on disk. With ``--store`` the history is built
 there when absent and kept (a later run reuses it: its graph is built already, so "before" searches it).
 
 Usage::
@@ -32,12 +34,15 @@ def disk_mb(path: Path) -> float:
     return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file()) / 2**20
 
 
-def timed(mem: Memory, questions: list[str]) -> list[float]:
+def timed(mem: Memory, questions: list[str], stages: dict[str, list[float]] | None = None) -> list[float]:
     times = []
     for q in questions:
         t0 = time.perf_counter()
-        mem.search(q, USER, limit=10)
+        result = mem.search(q, USER, limit=10)
         times.append((time.perf_counter() - t0) * 1000)
+        if stages is not None:
+            for name, ms in result.timings_ms.items():
+                stages.setdefault(name, []).append(ms)
     return times
 
 
@@ -65,14 +70,16 @@ def main() -> None:
             t0 = time.perf_counter()
             report = mem.sleep(USER)
             build_s = time.perf_counter() - t0
-            after = timed(mem, questions[20:])
-            rss = proc_mb("VmRSS")
+            stages: dict[str, list[float]] = {}
+            after = timed(mem, questions[20:], stages)
+            rss, anon, mapped = proc_mb("VmRSS"), proc_mb("RssAnon"), proc_mb("RssFile")
         size = disk_mb(store)
     print(f"n={n}: RSS after open {opened:.0f} MB; "
           f"before sleep p50 {statistics.median(before):.1f} ms, p95 {pct(before, 0.95):.1f} ms; "
           f"graph built by sleep() in {build_s:.0f} s ({report.indexed} points); "
           f"after p50 {statistics.median(after):.1f} ms, p95 {pct(after, 0.95):.1f} ms; "
-          f"RSS {rss:.0f} MB; disk {size:.0f} MB")
+          f"RSS {rss:.0f} MB (anonymous {anon:.0f}, file pages {mapped:.0f}); disk {size:.0f} MB")
+    print("stage medians after (ms): " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in stages.items()))
 
 
 if __name__ == "__main__":
