@@ -111,9 +111,13 @@ def test_turns_retries_conflicts_and_order(opener: Opener) -> None:
     # more ids than SQLite (32,766) or PostgreSQL (65,535) bind in one statement: read in parts, same answers
     many = [f"absent-{i}" for i in range(70_000)]
     assert [t.id for t in j.turns("u", ids=["t4", *many, "t2"])] == ["t2", "t4"]
-    assert [t.id for t in j.turns("u", ids=[*many, "t5", "t1", "t3"], limit=2)] == ["t1", "t3"]
-    assert j.fresh_turns([_turn(3), *(_turn(i) for i in range(10, 70_010)), _turn(9)])[-1] == _turn(9)
-    assert j.set_turn_status("u", [*many, "t5"], TurnStatus.PENDING, only_from=TurnStatus.PENDING) == 1
+    assert [t.id for t in j.turns("u", ids=["t3", *many, "t1"], limit=1)] == ["t1"]  # limit across parts
+    assert [t.id for t in j.turns("u", ids=["t1", *many, "t1"])] == ["t1"]  # a repeat across parts: once
+    fresh = j.fresh_turns([*(_turn(i) for i in range(10, 70_010)), _turn(3), _turn(9)])
+    assert len(fresh) == 70_001 and _turn(3) not in fresh and fresh[-1] == _turn(9)
+    with pytest.raises(InputError):  # a known id with other content, far past the first part
+        j.fresh_turns([*(_turn(i) for i in range(10, 20_010)), _turn(4, content="changed")])
+    assert j.set_turn_status("u", ["t5", *many, "t5"], TurnStatus.PENDING, only_from=TurnStatus.PENDING) == 1
     seq4 = j.turns("u", ids=["t4"])[0].seq
     assert [t.id for t in j.turns_before("u", seq4, 2)] == ["t2", "t3"]
     assert [t.id for t in j.turns_before("u", None, 2)] == ["t4", "t5"]

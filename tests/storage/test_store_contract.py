@@ -158,6 +158,7 @@ def test_a_point_written_before_payloads_were_packed_still_reads_filters_and_upd
     index._upsert([(old.id, vectors[0].tolist(), index._bm25.document(old), spread)])  # type: ignore[attr-defined]
     got = {r.id: r for r, _ in index.retrieve([old.id, new.id], "u1")}
     assert got == {old.id: old, new.id: new}
+    assert index.retrieve([old.id, new.id], "u2") == []  # the old form is scoped the same way
     assert [h.record.id for h in index.dense_search("u1", vectors[0], limit=5,
                                                      flt=IndexFilter(speakers=["Ana"]))] == [old.id]
     assert [h.record.id for h in index.dense_search("u1", vectors[1], limit=5,
@@ -211,6 +212,15 @@ def test_scope_isolation_on_every_method(index: VectorIndex) -> None:
     # alice is untouched by all of the above
     assert index.count("alice") == 3
     assert {r.memory for r, _ in index.retrieve(ids, "alice")} == {r.memory for r in recs}
+    # a read by id mixing users and the shared graph's scope gives each scope its own, in the order asked
+    from dialogmem._store import LTM_SCOPE
+
+    bob, node = record("bob", "Bob note about Zqvorth"), record(LTM_SCOPE, "a graph node about Zqvorth")
+    put(index, [bob, node], seed=5)
+    mixed = [bob.id, ids[2], node.id, str(uuid.uuid4()), ids[0], ids[2]]
+    assert [r.id for r, _ in index.retrieve(mixed, "alice")] == [ids[2], ids[0]]  # first-seen order, once
+    assert [r.id for r, _ in index.retrieve(mixed, "bob")] == [bob.id]
+    assert [r.id for r, _ in index.retrieve(mixed, LTM_SCOPE)] == [node.id]
     assert {h.record.user_id for h in index.hybrid_search("alice", q, "zqvorth", limit=5)} == {"alice"}
     assert {h.record.id for h in index.hybrid_search("alice", q, "zqvorth", limit=5, dense_weight=0.4)} == set(ids)
 
@@ -279,8 +289,21 @@ def test_hybrid_batch_answers_each_view_as_its_own_search(index: VectorIndex, de
     for (_, pred), hits in zip([FILTERS[n] for n in names], got, strict=True):
         assert all(pred(h.record) and h.record.user_id == "u1" for h in hits)
     assert index.hybrid_search_batch("u1", vecs[:0], [], limit=4) == []
-    with pytest.raises(InputError, match="texts"):
-        index.hybrid_search_batch("u1", rows, texts[:2], limit=4)
+    for bad_texts in (texts[:2], "abcd", [None, "a", "b", "c"]):
+        with pytest.raises(InputError, match="texts"):
+            index.hybrid_search_batch("u1", rows, bad_texts, limit=4)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="2-d array"):
+        index.hybrid_search_batch("u1", [[1.0, 2.0], [1.0]], ["a", "b"], limit=4)  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        index.hybrid_search_batch("", vecs[:0], [], limit=4)
+    if dense_weight is not None:  # each view against its two sides searched on their own, then fused
+        from dialogmem._store._fusion import convex_fusion
+
+        for view, (v, t, f) in enumerate(zip(rows, texts, flts, strict=True)):
+            dense = [(h.record.id, h.score) for h in index.dense_search("u1", v, limit=8, flt=f)]
+            lexical = [(h.record.id, h.score) for h in index.lexical_search("u1", t, limit=8, flt=f)]
+            expected = convex_fusion(dense, lexical, dense_weight=dense_weight, limit=4)
+            assert [(h.record.id, round(h.score, 5)) for h in got[view]] == [(i, round(x, 5)) for i, x in expected]
 
 
 def test_id_filters(index: VectorIndex) -> None:
@@ -555,6 +578,8 @@ def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: P
         idx.close()
 
 
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise") or not Path("/proc/self/fd").is_dir(),
+                    reason="posix_fadvise and /proc: Linux")
 def test_edge_reads_ahead_what_a_search_reads_when_it_reopens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
     """Closing a shard drops its on-disk pages from the page cache; reopening hints the kernel to read
@@ -587,11 +612,23 @@ def test_edge_reads_ahead_what_a_search_reads_when_it_reopens(tmp_path: Path, mo
         assert len(idx.hybrid_search("u1", np.ones(DIM, dtype=np.float32), "tea", limit=3)) == 3
     finally:
         idx.close()
-    # too little free memory: nothing is hinted
+    # too little memory available: nothing is hinted
     advised.clear()
-    monkeypatch.setattr(os, "sysconf", lambda name: 1)
+    monkeypatch.setattr(edge, "_available_memory", lambda: 0)
     EdgeIndex(tmp_path / "index", dim=DIM).close()
     assert advised == {}
+
+    # a hint the kernel refuses is only a hint: the store opens and searches as before
+    def refuse(fd: int, offset: int, length: int, advice: int) -> None:
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(edge, "_available_memory", lambda: 1 << 40)
+    monkeypatch.setattr(os, "posix_fadvise", refuse)
+    idx = EdgeIndex(tmp_path / "index", dim=DIM)
+    try:
+        assert len(idx.hybrid_search("u1", np.ones(DIM, dtype=np.float32), "tea", limit=3)) == 3
+    finally:
+        idx.close()
 
 
 def test_edge_shard_written_before_the_int8_copy_still_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -319,9 +319,11 @@ ID_PART = 5000
 
 
 def _parts(ids: Sequence[str], size: int) -> Iterator[list[str]]:
-    """``ids`` in consecutive lists of at most ``size``: one ``IN (...)`` statement each."""
-    for lo in range(0, len(ids), size):
-        yield list(ids[lo:lo + size])
+    """``ids`` without repeats (as one ``IN (...)`` reads them) in consecutive lists of at most
+    ``size``: one statement each."""
+    unique = list(dict.fromkeys(ids))
+    for lo in range(0, len(unique), size):
+        yield unique[lo:lo + size]
 
 
 def _marks(items: Sequence[object]) -> str:

@@ -1,7 +1,8 @@
 """The vector index protocol every adapter implements.
 
 Scope is not optional: every read, write and delete takes ``user_id`` and the adapter applies it
-as a payload filter inside the call, so a caller cannot forget it. An id that exists under another
+inside the call (a payload filter; a read by id checks each point's ``user_id``), so a caller cannot
+forget it. An id that exists under another
 user behaves exactly like an id that does not exist.
 """
 

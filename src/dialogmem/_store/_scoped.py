@@ -156,7 +156,10 @@ class ScopedIndex(ABC):
                             flts: Sequence[IndexFilter | None] | None = None,
                             prefetch_limit: int | None = None, dense_weight: float | None = None
                             ) -> list[list[ScoredRecord]]:
+        scope(user_id)  # validated even when the batch is empty
         rows, filters = _batch(vectors, flts)
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise InputError("texts must be a list of strings, one per vector")
         if len(texts) != len(rows):
             raise InputError(f"{len(rows)} vectors but {len(texts)} texts")
         check_limit(limit)
@@ -296,7 +299,10 @@ class ScopedIndex(ABC):
 def _batch(vectors: np.ndarray, flts: Sequence[IndexFilter | None] | None
            ) -> tuple[np.ndarray, list[IndexFilter | None]]:
     """A batch's query vectors as a 2-d float32 array, and one filter (or None) per row."""
-    rows = np.asarray(vectors, dtype=np.float32)
+    try:
+        rows = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:  # ragged rows, or not numbers
+        raise InputError(f"vectors must be a 2-d array of numbers: {exc}") from exc
     if rows.ndim != 2:
         raise InputError(f"vectors must be a 2-d array, got shape {rows.shape}")
     filters: list[IndexFilter | None] = list(flts) if flts is not None else [None] * len(rows)
