@@ -313,8 +313,9 @@ def _vector(blob: bytes | None) -> np.ndarray | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32).copy()
 
 
-#: ids bound in one ``IN (...)`` statement: SQLite binds at most 32,766 values a statement and
-#: PostgreSQL 65,535, so a longer id list is read in parts of this size
+#: ids bound in one ``IN (...)`` statement: SQLite's default build binds at most 32,766 values a
+#: statement (builds differ: Debian's 3.40 takes 250,000) and PostgreSQL 65,535, so a longer id list
+#: is read in parts of this size
 ID_PART = 5000
 
 
