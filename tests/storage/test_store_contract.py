@@ -583,7 +583,7 @@ def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: P
 def test_edge_reads_ahead_what_a_search_reads_when_it_reopens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
     """Closing a shard drops its on-disk pages from the page cache; reopening hints the kernel to read
-    the float32 originals and the BM25 posting lists back (the files a search reads), all of them, part
+    back the files a search reads (float32 originals and chunks, BM25 posting lists), all of them, part
     by part. The names are Edge's own: an Edge that moved them fails here instead of going cold."""
     import dialogmem._store._edge as edge
 
@@ -591,10 +591,12 @@ def test_edge_reads_ahead_what_a_search_reads_when_it_reopens(tmp_path: Path, mo
     recs = [record("u1", f"note {i} about tea") for i in range(600)]
     put(idx, recs)
     idx.optimize()
+    put(idx, [record("u1", "a later note about tea")], seed=2)  # lands in an appendable segment
     idx.close()
-    searched = {seg / name for seg in (tmp_path / "index" / "segments").glob("*") for name in edge._SEARCHED_FILES
-                if (seg / name).is_file()}
-    assert {p.name for p in searched} == {Path(n).name for n in edge._SEARCHED_FILES}
+    searched = set(edge._searched_files(tmp_path / "index" / "segments"))
+    # every kind is there: the indexed segment's originals and postings, the appendable one's chunks
+    assert {pattern for pattern in edge._SEARCHED_FILES if any(f.match(pattern) for f in searched)} \
+        == set(edge._SEARCHED_FILES)
     advised: dict[str, list[int]] = {}
     real = os.posix_fadvise
 
@@ -602,13 +604,13 @@ def test_edge_reads_ahead_what_a_search_reads_when_it_reopens(tmp_path: Path, mo
         advised.setdefault(os.readlink(f"/proc/self/fd/{fd}"), []).append(offset)
         real(fd, offset, length, advice)
 
-    monkeypatch.setattr(edge, "_READ_AHEAD_STEP", 4096)
+    monkeypatch.setattr(edge, "_READ_AHEAD_STEP", 1 << 20)
     monkeypatch.setattr(os, "posix_fadvise", spy)
     idx = EdgeIndex(tmp_path / "index", dim=DIM)
     try:
         assert set(advised) == {str(p) for p in searched}
         for path in searched:  # every part of every file
-            assert advised[str(path)] == list(range(0, path.stat().st_size, 4096))
+            assert advised[str(path)] == list(range(0, path.stat().st_size, 1 << 20))
         assert len(idx.hybrid_search("u1", np.ones(DIM, dtype=np.float32), "tea", limit=3)) == 3
     finally:
         idx.close()
