@@ -82,6 +82,11 @@ def stored_vectors(mem: Memory, user_id: str, ids: list[str]) -> dict[str, Any]:
     return dict(mem._parts.journal.vectors(user_id, ids))
 
 
+def embed_texts(mem: Memory, texts: list[str]) -> Any:
+    """look: ``texts`` through the store's own embedder (its memories' graph), one row each."""
+    return mem._parts.embedder.embed(texts)
+
+
 def graph_view(mem: Memory, *, with_links: bool = True) -> GraphView:
     """look: the LTM graph as the journal holds it, live and dropped rows, whoever supports them
     (``graph()`` and ``graph_audit()`` show live, visible rows only)."""

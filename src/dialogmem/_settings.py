@@ -49,6 +49,11 @@ class WriteSettings(_Section):
         "them). 2 (was 1): LoCoMo dev conv-26+30, evidence recall@10 0.774 -> 0.821 and at "
         "256/512/1024 context tokens 0.610/0.723/0.810 -> 0.627/0.763/0.835 (compact context "
         "rendering in both)."))
+    vectors: Literal["text", "turns"] = Field("text", description=(
+        "How an LLM-free memory's vector is made. text: its text (the turn and its context turns) "
+        "embedded as one; turns: each turn's line embedded once and the memory's vector the "
+        "normalised sum of its turns' vectors (own turn 1, each context turn 0.5), so a turn costs "
+        "one embedding of its own line. Memories written by an LLM are always embedded as text."))
     # Bounds on what one message may carry (checked before anything is written).
     max_turn_chars: int = Field(200_000, gt=0, le=10_000_000)
     max_metadata_bytes: int = Field(65_536, gt=0, le=10_000_000)

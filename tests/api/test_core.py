@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import itertools
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from dialogmem import (
     ScriptedLLM,
     StoreError,
 )
-from seams import stored_vectors, trace_sql
+from conftest import ingest_sample
+from seams import parse_conversation, stored_vectors, trace_sql
 
 SESSION = {"session_id": "s1", "timestamp": "2023-05-08T13:56:00"}
 
@@ -177,6 +179,26 @@ def test_add_conversation_and_import_records(make_memory: Any, sample_data: dict
     with pytest.raises(InputError, match="UUID"):
         mem.import_records([{"id": "x", "user_id": "u", "memory": "m", "time_stamp": "2023-01-01T00:00:00",
                              "float_time_stamp": 0, "weekday": "Sun"}])
+
+
+def test_add_conversation_llm_free_writes_a_session_per_transaction_the_same_memories(
+        make_memory: Any, sample_data: dict[str, Any]) -> None:
+    """LLM-free, a session goes through one ``add`` (one embedding list, one journal transaction) and
+    gives the memories that feeding it message by message gives."""
+    whole, one = make_memory("whole"), make_memory("one")
+    statements: list[str] = []
+    trace_sql(whole, statements.append)
+    done: list[int] = []
+    whole.add_conversation(sample_data, "alice", progress=lambda n, total: done.append(n))
+    sessions = parse_conversation(sample_data)
+    assert done == list(itertools.accumulate(len(b.messages) for b in sessions))
+    assert sum(s.startswith("BEGIN") for s in statements) <= len(sessions) + 1  # + the final flush's check
+    ingest_sample(one, sample_data, "alice")
+
+    def written(mem: Any) -> list[tuple[str, tuple[str, ...], str]]:
+        return sorted((r.memory, tuple(r.source_turn_ids), r.time_stamp) for r in mem.get_all("alice", limit=1000))
+
+    assert written(whole) == written(one) and len(written(whole)) == done[-1]
 
 
 def test_public_surface_is_curated() -> None:

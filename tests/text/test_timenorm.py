@@ -145,3 +145,25 @@ def test_anchored_leaves_brackets_it_did_not_write() -> None:
     assert anchored(both, FRI.date()) == "the week before 2023-06-09 and the Friday before 2023-06-09"
     # a capital and a possessive are kept
     assert anchored(absolutize("Last week's talk", FRI), FRI.date()) == "The week before 2023-06-09's talk"
+
+
+@pytest.mark.parametrize("ref", [date(2024, 2, 29), date(2023, 3, 31), date(2023, 12, 31), date(2023, 5, 10)])
+def test_relative_phrases_resolve_to_the_dates_dateparser_gives(ref: date) -> None:
+    """The calendar arithmetic that replaced dateparser for relative phrases agrees with it (month
+    ends, leap days, "next"/"last" weekday on that weekday itself)."""
+    import dateparser
+
+    phrases = ["yesterday", "tomorrow", "the day before yesterday", "the day after tomorrow", "last night",
+               *(f"{w} {d}" for w in ("last", "next") for d in ("monday", "wednesday", "friday", "sunday")),
+               *(p.format(n=n, u=u) for n in (0, 1, 2, 13) for u in ("day", "week", "month", "year")
+                 for p in ("{n} {u}s ago", "in {n} {u}s"))]
+    base = datetime(ref.year, ref.month, ref.day, 12, 0)
+    for phrase in phrases:
+        theirs = dateparser.parse(phrase, languages=["en"], settings={
+            "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": False, "RELATIVE_BASE": base})
+        assert theirs is not None
+        unit = next((u for u in ("week", "month", "year") if u in phrase and ("ago" in phrase or "in " in phrase)),
+                    "day")
+        label = {"week": f"the week of {(theirs.date() - timedelta(days=theirs.weekday())).isoformat()}",
+                 "month": theirs.strftime("%B %Y"), "year": str(theirs.year)}.get(unit, theirs.date().isoformat())
+        assert absolutize(f"It was {phrase}.", base) == f"It was {phrase} ({label}).", phrase

@@ -173,13 +173,17 @@ class Memory(Operations, Offline, Transfer):
         total = sum(len(b.messages) for b in batches)
         out = AddResult(turn_ids=[])
         done = 0
+        # LLM-free (every turn written as it arrives): a session per call, so its memories are embedded
+        # as one list and committed in one transaction; with an LLM's batches, message by message as a
+        # live chat feeds them (the buffer decides when a batch is due).
+        whole = self._parts.stages.immediate
         for batch in batches:
-            for msg in batch.messages:
-                got = self.add([msg], user_id, session_id=batch.session_id, timestamp=batch.timestamp)
+            for part in ([batch.messages] if whole else [[m] for m in batch.messages]):
+                got = self.add(part, user_id, session_id=batch.session_id, timestamp=batch.timestamp)
                 out.turn_ids += got.turn_ids
                 out.memories += got.memories
                 out.quarantined += got.quarantined
-                done += 1
+                done += len(part)
                 if progress is not None:
                     progress(done, total)
         if flush:

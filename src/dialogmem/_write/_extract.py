@@ -91,6 +91,9 @@ class ExtractedFact(BaseModel):
     memory_class: str = "fact"  # "event": an event unit's summary (write.events)
     agent_id: str | None = None  # provenance of the turn the fact belongs to (its latest source)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # write.vectors = "turns": the texts whose vectors make this fact's vector, its own turn's last
+    # (a rule memory: each cited turn's full line); empty: the vector is the fact's text's
+    parts: list[str] = Field(default_factory=list)
 
 
 Batch = Sequence[Sequence[BufferedTurn]]
@@ -169,12 +172,15 @@ class RuleExtractor:
                 break
             context.insert(0, prev)
         lines = [f"{c.speaker}: {clip_words(_normalised(c), CONTEXT_WORDS)}" for c in context]
-        lines.append(f"{turn.speaker}: {_normalised(turn)}")
+        lines.append(_line(turn))
         salience = FILLER_SALIENCE if is_filler(turn.text) else DEFAULT_SALIENCE
         fact = fact_from_turns("\n".join(lines), [*context, turn], method="rule", salience=salience)
+        # each cited turn's whole line: the same text (and cached vector) as when it was a memory's own
+        parts = [*(_line(c) for c in context), lines[-1]]
         if context:  # the memory is the turn's: its speaker, its time and topic, not the context's
-            fact = fact.model_copy(update={"speaker_name": turn.speaker, "topic_id": turn.topic_id})
-        return fact
+            return fact.model_copy(update={"speaker_name": turn.speaker, "topic_id": turn.topic_id,
+                                           "parts": parts})
+        return fact.model_copy(update={"parts": parts})
 
 
 FactCiter = Callable[["_FactItem", str], Sequence[int]]
@@ -236,6 +242,11 @@ def with_words(fact: ExtractedFact, text: str) -> ExtractedFact:
 
 def _normalised(turn: BufferedTurn) -> str:
     return absolutize(turn.content(), turn.reference_time())
+
+
+def _line(turn: BufferedTurn) -> str:
+    """A turn as a rule memory writes its own line: ``Speaker: text`` with dates made absolute."""
+    return f"{turn.speaker}: {_normalised(turn)}"
 
 
 class _FactItem(BaseModel):

@@ -98,15 +98,15 @@ class Ingest:
 
     def _batch_changes(self, user_id: str, batch: Batch) -> ChangeSet:
         """One pipeline for both write modes: facts (extracted from the batch, or one per interaction
-        with ``write.mode = "turn"``), records, one embedding call, then the changes (reconciled with
+        with ``write.mode = "turn"``), records, their vectors (one embedding call), then the changes (reconciled with
         the user's nearest items, merged by online synthesis, or written as they are)."""
         turn_ids = [t.turn_id for segment in batch for t in segment]
         now = time.time()
         try:
             previous = self._context(user_id, batch[0][0], set(turn_ids))
-            records = records_from_facts(user_id, self._facts(batch, previous), now=now)
-            vectors = self.stages.embedder.embed([r.memory for r in records]) if records \
-                else np.zeros((0, 0), np.float32)
+            facts = self._facts(batch, previous)
+            records = records_from_facts(user_id, facts, now=now)
+            vectors = self.stages.memory_vectors(facts)
             if self.stages.turn_writer is not None:  # its reads of the nearest items are part of the unit
                 return self._reconciled(user_id, records, vectors, turn_ids, now=now)
         except Exception as exc:  # a poison turn must never block the store: it waits in quarantine

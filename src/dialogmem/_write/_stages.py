@@ -8,15 +8,18 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from .._backends import use_llm
 from .._models._embed_base import Embedder
 from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
 from .._text._tokens import count_tokens
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
+from ._compose import PartVectors
 from ._compress import Compressor, make_compressor
 from ._events import LLMEventWriter
-from ._extract import BufferedTurn, Extractor, LLMExtractor, RuleExtractor
+from ._extract import BufferedTurn, ExtractedFact, Extractor, LLMExtractor, RuleExtractor
 from ._interactions import due_interactions
 from ._segment import NoSegmenter, Segmenter, make_segmenter
 from ._synthesize import Decide, RuleConfig, rule_decider
@@ -53,6 +56,7 @@ class WriteStages:
     turn_writer: TurnWriter | None = None  # write.mode = "turn": one item per interaction
     llm_writes_turns: bool = False
     events: LLMEventWriter | None = None  # write.events: an event summary per topic unit
+    parts: PartVectors | None = None  # write.vectors = "turns": memory vectors made of their turns'
     # compressed text and token count per (turn id, text): compression may be a model call, and a
     # pending turn is looked at again by every later decision until its batch is due
     _cache: OrderedDict[tuple[str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
@@ -91,6 +95,15 @@ class WriteStages:
                     self._cache.popitem(last=False)
         return [known[k] for k in keys]
 
+    def memory_vectors(self, facts: Sequence[ExtractedFact]) -> np.ndarray:
+        """The facts' vectors (rows in order): their texts embedded, or with ``write.vectors =
+        "turns"`` made of their parts' vectors."""
+        if not facts:
+            return np.zeros((0, 0), np.float32)
+        if self.parts is None:
+            return self.embedder.embed([f.fact for f in facts])
+        return self.parts.memory_vectors(facts)
+
     def _boundaries(self, texts: list[str]) -> list[int]:
         if isinstance(self.segmenter, NoSegmenter):
             return []
@@ -124,7 +137,8 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
     return WriteStages(compressor, make_segmenter(segmenter_name), extractor, embedder,
                        BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context,
                        synthesis=_synthesis(settings, llm), events=events, turn_writer=turn_writer,
-                       llm_writes_turns=llm_writes_turns)
+                       llm_writes_turns=llm_writes_turns,
+                       parts=PartVectors(embedder.embed) if settings.vectors == "turns" else None)
 
 
 def _turn_writer(settings: WriteSettings, llm: LLMClient) -> tuple[TurnWriter | None, bool]:

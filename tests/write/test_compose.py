@@ -1,0 +1,116 @@
+"""write.vectors = "turns": a memory's vector made of its turns' vectors, each turn embedded once."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from dialogmem import Memory
+from dialogmem._write._compose import CONTEXT_WEIGHT, PartVectors, compose
+from dialogmem._write._extract import BufferedTurn, ExtractedFact, RuleExtractor
+from seams import embed_texts, stored_vectors
+
+
+def fake_vector(text: str) -> np.ndarray:
+    """A unit vector that depends on the text alone (the logic under test is not the model's)."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(16).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+class CountingEmbed:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        self.seen += list(texts)
+        return np.stack([fake_vector(t) for t in texts])
+
+
+def turn(tid: str, speaker: str, text: str, minute: int, session: str = "s1") -> BufferedTurn:
+    return BufferedTurn(turn_id=tid, speaker=speaker, text=text, compressed=text,
+                        time_stamp=f"2023-05-08T13:{minute:02d}:00", float_time_stamp=1683550000.0 + minute * 60,
+                        weekday="Mon", session_id=session)
+
+
+def fact(text: str, parts: list[str]) -> ExtractedFact:
+    return ExtractedFact(fact=text, source_turn_ids=["t"], speaker_name="Tom", time_stamp="2023-05-08T13:00:00",
+                         float_time_stamp=1683550000.0, weekday="Mon", topic_id=0, original=text,
+                         compressed=text, parts=parts)
+
+
+def test_compose_weighs_the_own_turn_one_and_each_context_turn_less() -> None:
+    a, b, c = fake_vector("a"), fake_vector("b"), fake_vector("c")
+    got = compose(np.stack([a, b, c]))
+    want = CONTEXT_WEIGHT * a + CONTEXT_WEIGHT * b + c
+    assert np.allclose(got, want / np.linalg.norm(want), atol=1e-6)
+    assert np.isclose(np.linalg.norm(got), 1.0, atol=1e-6)
+    assert np.allclose(compose(np.stack([c])), c, atol=1e-6)  # a turn alone is its own vector
+    assert np.allclose(compose(np.stack([c, -CONTEXT_WEIGHT * c])), -c)  # a sum of 0: the own turn's direction
+
+
+def test_each_part_is_embedded_once_and_facts_without_parts_as_text() -> None:
+    embed = CountingEmbed()
+    parts = PartVectors(embed)
+    first = parts.memory_vectors([fact("A: one", ["A: one"]), fact("A: one\nB: two", ["A: one", "B: two"])])
+    assert embed.seen == ["A: one", "B: two"]
+    second = parts.memory_vectors([fact("B: two\nA: three", ["B: two", "A: three"]),
+                                   fact("a model's statement", [])])
+    assert embed.seen == ["A: one", "B: two", "A: three", "a model's statement"]
+    assert np.allclose(first[0], fake_vector("A: one"))
+    assert np.allclose(first[1], compose(np.stack([fake_vector("A: one"), fake_vector("B: two")])))
+    assert np.allclose(second[1], fake_vector("a model's statement"))
+    assert parts.memory_vectors([]).shape == (0, 0)
+
+
+def test_a_vector_does_not_depend_on_what_the_cache_holds() -> None:
+    facts = [fact(f"t{i}", [f"t{i - 2}", f"t{i - 1}", f"t{i}"]) for i in range(2, 40)]
+    warm = PartVectors(CountingEmbed(), size=3)
+    got = np.concatenate([warm.memory_vectors([f]) for f in facts])  # one at a time, evicting as it goes
+    cold = PartVectors(CountingEmbed()).memory_vectors(facts)  # all at once, nothing evicted
+    assert np.array_equal(got, cold)
+    small = CountingEmbed()
+    bounded = PartVectors(small, size=3)
+    for f in facts:
+        bounded.memory_vectors([f])
+    assert len(small.seen) == len(set(small.seen)) == 40  # the last turns stay remembered: none twice
+    assert len(bounded._known) == 3
+
+
+def test_rule_facts_name_each_cited_turns_whole_line_as_a_part() -> None:
+    long = "He is a beagle mix " + "very " * 60 + "cute."
+    turns = [turn("a1", "Tom", "What's the dog's name?", 1), turn("a2", "Maya", long, 2),
+             turn("a3", "Maya", "His name is Biscuit.", 3)]
+    facts = RuleExtractor(context_turns=2).extract([turns])
+    assert facts[2].parts == ["Tom: What's the dog's name?", f"Maya: {long}", "Maya: His name is Biscuit."]
+    assert facts[2].fact.splitlines()[1].endswith("...")  # the text clips the context, its part does not
+    assert facts[1].parts[-1] == facts[2].parts[1]  # a turn's part is one text wherever it is cited
+    alone = RuleExtractor(context_turns=0).extract([turns])
+    assert [f.parts for f in alone] == [[f.fact] for f in alone]
+
+
+@pytest.fixture
+def turns_store(make_memory: Callable[..., Memory]) -> Memory:
+    return make_memory("turns", write={"vectors": "turns"})
+
+
+def test_a_store_with_turn_vectors_keeps_the_composed_vector_and_finds_by_it(turns_store: Memory) -> None:
+    mem = turns_store
+    said = [("Tom", "What's the dog's name?"), ("Maya", "His name is Biscuit, he is a beagle."),
+            ("Tom", "Cute! I adopted a cat last week.")]
+    for i, (speaker, text) in enumerate(said):
+        mem.add([{"role": "user", "name": speaker, "content": text, "id": f"t{i}"}], "alice", session_id="s1",
+                 timestamp="2023-05-08T13:00:00")
+    records = sorted(mem.get_all("alice"), key=lambda r: len(r.source_turn_ids))
+    last = records[-1]
+    assert last.source_turn_ids == ["t0", "t1", "t2"]
+    lines = last.memory.splitlines()  # short turns: no context line is clipped
+    assert lines[:2] == [f"{s}: {t}" for s, t in said[:2]] and "(the week of 2023-05-01)" in lines[2]
+    want = compose(np.asarray(embed_texts(mem, lines)))
+    got = np.asarray(stored_vectors(mem, "alice", [last.id])[last.id], dtype=np.float32)
+    assert float(got @ want) > 0.999  # the journal keeps the composed vector (int8 graph: one text a call)
+    assert "t1" in mem.search("Biscuit the beagle", "alice", limit=1).hits[0].source_turn_ids
+    assert mem.get_all("bob") == []
