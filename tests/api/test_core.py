@@ -12,9 +12,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import dialogmem
+from conftest import ingest_sample
 from dialogmem import (
     AsyncMemory,
     ConfigError,
@@ -25,7 +27,7 @@ from dialogmem import (
     ScriptedLLM,
     StoreError,
 )
-from conftest import ingest_sample
+from dialogmem._facade._conversation import message_chunks
 from seams import parse_conversation, stored_vectors, trace_sql
 
 SESSION = {"session_id": "s1", "timestamp": "2023-05-08T13:56:00"}
@@ -195,10 +197,46 @@ def test_add_conversation_llm_free_writes_a_session_per_transaction_the_same_mem
     assert sum(s.startswith("BEGIN") for s in statements) <= len(sessions) + 1  # + the final flush's check
     ingest_sample(one, sample_data, "alice")
 
-    def written(mem: Any) -> list[tuple[str, tuple[str, ...], str]]:
-        return sorted((r.memory, tuple(r.source_turn_ids), r.time_stamp) for r in mem.get_all("alice", limit=1000))
+    def written(mem: Any) -> list[tuple[str, str, tuple[str, ...], str]]:
+        return sorted((r.id, r.memory, tuple(r.source_turn_ids), r.time_stamp)
+                      for r in mem.get_all("alice", limit=1000))
 
     assert written(whole) == written(one) and len(written(whole)) == done[-1]
+    ids = [w[0] for w in written(whole)]
+    ours, theirs = stored_vectors(whole, "alice", ids), stored_vectors(one, "alice", ids)
+    assert all(np.array_equal(ours[i], theirs[i]) for i in ids)  # int8: each text embedded alone, in a list too
+
+
+def test_add_conversation_feeds_message_by_message_where_a_list_would_read_differently(
+        make_memory: Any, sample_data: dict[str, Any]) -> None:
+    """Coreference resolves a batch's own context turns, not the journaled ones before it: such a
+    store is fed one message a call, as a live chat (the same memories as ``add`` turn by turn)."""
+    whole, one = make_memory("whole", write={"coref": True}), make_memory("one", write={"coref": True})
+    statements: list[str] = []
+    trace_sql(whole, statements.append)
+    whole.add_conversation(sample_data, "alice")
+    ingest_sample(one, sample_data, "alice")
+    assert sum(s.startswith("BEGIN") for s in statements) >= 36
+
+    def written(mem: Any) -> list[tuple[str, str]]:
+        return sorted((r.id, r.memory) for r in mem.get_all("alice", limit=1000))
+
+    assert written(whole) == written(one)
+
+
+def test_message_chunks_bound_a_call_and_send_a_repeated_id_later() -> None:
+    msgs = [{"id": f"m{i}", "content": "x"} for i in range(5)]
+    assert [len(c) for c in message_chunks(msgs, 2)] == [2, 2, 1]
+    again = [msgs[0], msgs[1], msgs[0], {"content": "no id"}, {"content": "no id"}]
+    assert message_chunks(again, 256) == [[msgs[0], msgs[1]], [msgs[0], {"content": "no id"}, {"content": "no id"}]]
+
+
+def test_add_conversation_takes_a_repeated_message_as_a_retry(make_memory: Any) -> None:
+    mem = make_memory()
+    said = [{"id": "a", "content": "I adopted a dog named Biscuit."}, {"id": "b", "content": "He is a beagle."},
+            {"id": "a", "content": "I adopted a dog named Biscuit."}]
+    result = mem.add_conversation(said, "alice")
+    assert result.turn_ids == ["a", "b", "a"] and mem.stats("alice")["counts"]["memories"] == 2
 
 
 def test_public_surface_is_curated() -> None:

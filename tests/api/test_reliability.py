@@ -226,3 +226,26 @@ def test_calls_racing_close_get_store_errors(make_memory: Any) -> None:
         t.join(10)
     assert errors and all(isinstance(e, StoreError) and "closed" in str(e) for e in errors)
     assert all(isinstance(e, DialogmemError) for e in errors)
+
+
+def test_a_poison_turn_in_a_list_leaves_the_others_their_context(make_memory: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch that fails is retried turn by turn; each turn keeps the turns before it in the list
+    as its context (they are not journaled yet, so the journal cannot give them): the memories are
+    those that one message a call writes."""
+    crash_extractor_on(monkeypatch, "poison")
+    said = [{"id": f"m{i}", "name": "Ann" if i % 2 else "Bo", "content": text} for i, text in enumerate(
+        ["I adopted a dog.", "What is its name?", "poison pill", "His name is Biscuit.", "He is a beagle."])]
+    whole, one = make_memory("whole"), make_memory("one")
+    whole.add([{"content": "Earlier, in another call.", "id": "e0"}], "alice", session_id="s1")
+    one.add([{"content": "Earlier, in another call.", "id": "e0"}], "alice", session_id="s1")
+    result = whole.add(said, "alice", session_id="s1")
+    for message in said:
+        one.add([message], "alice", session_id="s1")
+    assert result.quarantined == ["m2"]
+
+    def written(mem: Any) -> list[tuple[str, ...]]:
+        return sorted(tuple(r.source_turn_ids) for r in mem.get_all("alice"))
+
+    assert written(whole) == written(one)
+    assert ("e0", "m0", "m1") in written(whole) and ("m2", "m3", "m4") in written(whole)

@@ -167,3 +167,17 @@ def test_relative_phrases_resolve_to_the_dates_dateparser_gives(ref: date) -> No
         label = {"week": f"the week of {(theirs.date() - timedelta(days=theirs.weekday())).isoformat()}",
                  "month": theirs.strftime("%B %Y"), "year": str(theirs.year)}.get(unit, theirs.date().isoformat())
         assert absolutize(f"It was {phrase}.", base) == f"It was {phrase} ({label}).", phrase
+
+
+@pytest.mark.parametrize("text", ["yeſterday", "laſt night", "next ſunday", "3 dayſ ago"])
+def test_a_lookalike_letter_is_not_a_time_phrase(text: str) -> None:
+    """"ſ" (long s) matches "s" under a Unicode case-insensitive pattern but is no time word."""
+    assert absolutize(text, MON) == text and anchored(text, MON.date()) == text
+
+
+@pytest.mark.parametrize(("text", "ref"), [
+    ("last week", datetime(1, 1, 2, 12)), ("3 days ago", datetime(1, 1, 2)),
+    ("next weekend", datetime(9999, 12, 31)), ("in 2 years", datetime(9999, 1, 1))])
+def test_a_day_off_the_calendar_leaves_the_phrase_as_it_is(text: str, ref: datetime) -> None:
+    assert absolutize(f"See you {text}.", ref) == f"See you {text}."
+    assert anchored(f"{text} (2023-05-01)", ref.date()) == f"{text} (2023-05-01)"

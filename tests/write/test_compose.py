@@ -55,29 +55,50 @@ def test_compose_weighs_the_own_turn_one_and_each_context_turn_less() -> None:
 def test_each_part_is_embedded_once_and_facts_without_parts_as_text() -> None:
     embed = CountingEmbed()
     parts = PartVectors(embed)
-    first = parts.memory_vectors([fact("A: one", ["A: one"]), fact("A: one\nB: two", ["A: one", "B: two"])])
+    first = parts.memory_vectors("u", [fact("A: one", ["A: one"]), fact("A: one\nB: two", ["A: one", "B: two"])])
     assert embed.seen == ["A: one", "B: two"]
-    second = parts.memory_vectors([fact("B: two\nA: three", ["B: two", "A: three"]),
-                                   fact("a model's statement", [])])
+    second = parts.memory_vectors("u", [fact("B: two\nA: three", ["B: two", "A: three"]),
+                                        fact("a model's statement", [])])
     assert embed.seen == ["A: one", "B: two", "A: three", "a model's statement"]
     assert np.allclose(first[0], fake_vector("A: one"))
     assert np.allclose(first[1], compose(np.stack([fake_vector("A: one"), fake_vector("B: two")])))
     assert np.allclose(second[1], fake_vector("a model's statement"))
-    assert parts.memory_vectors([]).shape == (0, 0)
+    assert parts.memory_vectors("u", []).shape == (0, 0)
+    parts.memory_vectors("v", [fact("A: one", ["A: one"])])  # another user's parts are their own
+    assert embed.seen[-1] == "A: one"
+    parts.forget("u")  # forget_user: nothing of u's turns stays in the process
+    assert {k[0] for k in parts._known} == {"v"}
 
 
 def test_a_vector_does_not_depend_on_what_the_cache_holds() -> None:
     facts = [fact(f"t{i}", [f"t{i - 2}", f"t{i - 1}", f"t{i}"]) for i in range(2, 40)]
     warm = PartVectors(CountingEmbed(), size=3)
-    got = np.concatenate([warm.memory_vectors([f]) for f in facts])  # one at a time, evicting as it goes
-    cold = PartVectors(CountingEmbed()).memory_vectors(facts)  # all at once, nothing evicted
+    got = np.concatenate([warm.memory_vectors("u", [f]) for f in facts])  # one at a time, evicting as it goes
+    cold = PartVectors(CountingEmbed()).memory_vectors("u", facts)  # all at once, nothing evicted
     assert np.array_equal(got, cold)
     small = CountingEmbed()
     bounded = PartVectors(small, size=3)
     for f in facts:
-        bounded.memory_vectors([f])
+        bounded.memory_vectors("u", [f])
     assert len(small.seen) == len(set(small.seen)) == 40  # the last turns stay remembered: none twice
     assert len(bounded._known) == 3
+
+
+def test_a_part_evicted_by_another_writer_while_embedding_is_still_used() -> None:
+    """Two users write at once: what one found in the cache stays usable while the other's
+    embedding call fills the cache (the second writer runs inside the first one's embed call)."""
+    parts: PartVectors
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        if "B: new" in texts:
+            parts.memory_vectors("bob", [fact(f"x{i}", [f"x{i}"]) for i in range(3)])  # evicts all of alice's
+        return np.stack([fake_vector(t) for t in texts])
+
+    parts = PartVectors(embed, size=2)
+    parts.memory_vectors("alice", [fact("A: old", ["A: old"])])
+    got = parts.memory_vectors("alice", [fact("A: old\nB: new", ["A: old", "B: new"])])
+    assert np.allclose(got[0], compose(np.stack([fake_vector("A: old"), fake_vector("B: new")])))
+    assert len(parts._known) == 2
 
 
 def test_rule_facts_name_each_cited_turns_whole_line_as_a_part() -> None:

@@ -23,6 +23,31 @@ class SessionBatch(BaseModel):
     messages: list[dict[str, Any]]
 
 
+#: most messages of a session that ``Memory.add_conversation`` hands to one ``add`` (LLM-free)
+CONVERSATION_CHUNK = 256
+
+
+def message_chunks(messages: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """``messages`` in order, in runs of at most ``size``; a run ends before a message whose id it
+    already holds, so a repeated id arrives in a later call, as a retry (one ``add`` refuses two
+    messages with one id)."""
+    out: list[list[dict[str, Any]]] = []
+    run: list[dict[str, Any]] = []
+    ids: set[str | int] = set()
+    for message in messages:
+        mid = message.get("id")
+        key = mid if isinstance(mid, str | int) else None
+        if run and (len(run) >= size or (key is not None and key in ids)):
+            out.append(run)
+            run, ids = [], set()
+        run.append(message)
+        if key is not None:
+            ids.add(key)
+    if run:
+        out.append(run)
+    return out
+
+
 #: what ``Memory.add_conversation`` takes: a JSON file, the parsed JSON, or session batches
 Conversation = str | Path | list[Any] | dict[str, Any]
 

@@ -38,7 +38,7 @@ from .._types import (
     Turn,
 )
 from .._write._records import coerce_filter, edited, matches
-from ._conversation import Conversation, read_conversation_source
+from ._conversation import CONVERSATION_CHUNK, Conversation, message_chunks, read_conversation_source
 from ._input import MAX_CONTAINS_CHARS, check_bounded_text, check_id, check_int, check_metadata, to_turns
 from ._lifecycle import CallGate, StoreLock
 from ._offline import Offline
@@ -166,19 +166,18 @@ class Memory(Operations, Offline, Transfer):
 
     def add_conversation(self, conversation: Conversation, user_id: str, *, flush: bool = True,
                          progress: Callable[[int, int], None] | None = None) -> AddResult:
-        """Add a whole conversation turn by turn, as a live chat arrives: a JSON file path, a list of
-        messages, or a LoCoMo-format conversation (sessions keep their ids and dates). ``progress``
-        is called with (turns done, turns in all)."""
+        """Add a whole conversation: a JSON file path, a list of messages, or a LoCoMo-format
+        conversation (sessions keep their ids and dates). LLM-free with the plain rule extractor, up to
+        ``CONVERSATION_CHUNK`` messages of a session go through one ``add`` (one embedding list, one
+        journal transaction; the same memories as one message a call); otherwise message by message,
+        as a live chat arrives. ``progress`` is called with (turns done, turns in all) after each call."""
         batches = read_conversation_source(conversation)
         total = sum(len(b.messages) for b in batches)
         out = AddResult(turn_ids=[])
         done = 0
-        # LLM-free (every turn written as it arrives): a session per call, so its memories are embedded
-        # as one list and committed in one transaction; with an LLM's batches, message by message as a
-        # live chat feeds them (the buffer decides when a batch is due).
-        whole = self._parts.stages.immediate
+        size = CONVERSATION_CHUNK if self._parts.stages.whole_lists else 1
         for batch in batches:
-            for part in ([batch.messages] if whole else [[m] for m in batch.messages]):
+            for part in message_chunks(batch.messages, size):
                 got = self.add(part, user_id, session_id=batch.session_id, timestamp=batch.timestamp)
                 out.turn_ids += got.turn_ids
                 out.memories += got.memories
@@ -242,6 +241,7 @@ class Memory(Operations, Offline, Transfer):
                 counts = self._parts.journal.forget_user(user_id)
                 self._parts.index.delete_user(user_id)
                 self._parts.index.flush()
+                self._parts.stages.forget(user_id)
             with self._speakers_lock:
                 self._speakers.pop(user_id, None)
             return counts

@@ -43,7 +43,7 @@ def add(body: AddRequest, mem: MemoryDep, key: KeyDep, settings: SettingsDep) ->
 
 @router.post("/conversations", response_model=AddResult, responses=error_responses(*_WRITE))
 def add_conversation(body: ConversationRequest, mem: MemoryDep, key: KeyDep, settings: SettingsDep) -> AddResult:
-    """``Memory.add_conversation``: a whole conversation, turn by turn."""
+    """``Memory.add_conversation``: a whole conversation (LLM-free, a session's messages per write)."""
     user = scope_user(key, body.user_id)
     batches = read_conversation_source(body.conversation)
     check_batch("turns", sum(len(b.messages) for b in batches), settings.max_conversation_turns,

@@ -44,7 +44,7 @@ _PATTERN = re.compile(
       | (?P<in>in\s+(?P<in_n>{_NUM_RE})\s+(?P<in_u>{_UNIT_RE}))
       | (?P<rel>(?P<rel_w>last|next|this)\s+(?P<rel_u>week|weekend|month|year|{_DAY_RE}))
     )(?:['’]s)?\b""",
-    re.IGNORECASE | re.VERBOSE,
+    re.IGNORECASE | re.VERBOSE | re.ASCII,  # ASCII: "ſ" (long s) would match "s" but not lower to it
 )
 # What ``absolutize`` itself writes after a phrase; seeing it means "already done".
 _DONE = re.compile(
@@ -132,6 +132,15 @@ def _said_label(m: re.Match[str], said: date) -> str | None:
 
 
 def _resolve_match(m: re.Match[str], ref: date) -> str | None:
+    """The label of one matched phrase said on ``ref``; None when the calendar has no such day
+    (``last week`` in year 1, ``next weekend`` on 9999-12-31): the phrase is then left as it is."""
+    try:
+        return _label(m, ref)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _label(m: re.Match[str], ref: date) -> str | None:
     if m.group("dayword"):
         return _day_label(m.group("dayword").lower(), ref)
     if m.group("ago"):
@@ -172,7 +181,8 @@ def _shift(ref: date, n: int, unit: str) -> date | None:
     try:
         if unit in ("day", "week"):
             return ref + timedelta(days=n * (7 if unit == "week" else 1))
-        month0 = ref.year * 12 + ref.month - 1 + (n if unit == "month" else 12 * n)
+        months = {"month": n, "year": 12 * n}[unit]
+        month0 = ref.year * 12 + ref.month - 1 + months
         year, month = divmod(month0, 12)
         return date(year, month + 1, min(ref.day, calendar.monthrange(year, month + 1)[1]))
     except (ValueError, OverflowError):

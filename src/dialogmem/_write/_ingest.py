@@ -96,17 +96,19 @@ class Ingest:
         stored = [r for r in self.writer.apply(changes) if r.id not in removed]
         return IngestResult(stored=stored, quarantined=list(changes.quarantined))
 
-    def _batch_changes(self, user_id: str, batch: Batch) -> ChangeSet:
+    def _batch_changes(self, user_id: str, batch: Batch, previous: list[BufferedTurn] | None = None) -> ChangeSet:
         """One pipeline for both write modes: facts (extracted from the batch, or one per interaction
-        with ``write.mode = "turn"``), records, their vectors (one embedding call), then the changes (reconciled with
-        the user's nearest items, merged by online synthesis, or written as they are)."""
+        with ``write.mode = "turn"``), records, their vectors (one embedding call), then the changes
+        (reconciled with the user's nearest items, merged by online synthesis, or written as they are).
+        ``previous``: the turns before the batch (default: read from the journal)."""
         turn_ids = [t.turn_id for segment in batch for t in segment]
         now = time.time()
         try:
-            previous = self._context(user_id, batch[0][0], set(turn_ids))
+            if previous is None:
+                previous = self._context(user_id, batch[0][0], set(turn_ids))
             facts = self._facts(batch, previous)
             records = records_from_facts(user_id, facts, now=now)
-            vectors = self.stages.memory_vectors(facts)
+            vectors = self.stages.memory_vectors(user_id, facts)
             if self.stages.turn_writer is not None:  # its reads of the nearest items are part of the unit
                 return self._reconciled(user_id, records, vectors, turn_ids, now=now)
         except Exception as exc:  # a poison turn must never block the store: it waits in quarantine
@@ -114,9 +116,14 @@ class Ingest:
                 log.warning("processing %d turns of user %s failed (%s: %s); retrying them one by one",
                             len(turn_ids), user_id, type(exc).__name__, exc)
                 changes = ChangeSet(user_id)
+                # each turn's context is the turns before it in the batch, as in the batch (the batch's
+                # turns may not be journaled yet, so the journal cannot say what came before them)
+                history = list(previous or [])  # None: the journal's read failed, and would again
                 for segment in batch:
                     for turn in segment:
-                        changes.merge(self._batch_changes(user_id, [[turn]]))
+                        changes.merge(self._batch_changes(user_id, [[turn]], history[-self.stages.context_turns:]
+                                                          if self.stages.context_turns else []))
+                        history.append(turn)
                 return changes
             log.error("could not process turn %s of user %s (%s: %s); it is quarantined",
                       turn_ids[0], user_id, type(exc).__name__, exc, exc_info=True)

@@ -17,7 +17,7 @@ from .._settings import WriteSettings
 from .._text._tokens import count_tokens
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
 from ._compose import PartVectors
-from ._compress import Compressor, make_compressor
+from ._compress import Compressor, NoCompressor, make_compressor
 from ._events import LLMEventWriter
 from ._extract import BufferedTurn, ExtractedFact, Extractor, LLMExtractor, RuleExtractor
 from ._interactions import due_interactions
@@ -95,14 +95,28 @@ class WriteStages:
                     self._cache.popitem(last=False)
         return [known[k] for k in keys]
 
-    def memory_vectors(self, facts: Sequence[ExtractedFact]) -> np.ndarray:
+    @property
+    def whole_lists(self) -> bool:
+        """Whether a list of turns in one call gives the memories that the same turns one call each
+        give: LLM-free, each turn written as it arrives by the plain rule extractor, uncompressed
+        (coreference, compression, windows and the per-turn writer read a batch's turns differently
+        from the journaled turns before it)."""
+        return (self.immediate and self.turn_writer is None and self.synthesis is None
+                and type(self.extractor) is RuleExtractor and isinstance(self.compressor, NoCompressor))
+
+    def memory_vectors(self, user_id: str, facts: Sequence[ExtractedFact]) -> np.ndarray:
         """The facts' vectors (rows in order): their texts embedded, or with ``write.vectors =
         "turns"`` made of their parts' vectors."""
         if not facts:
             return np.zeros((0, 0), np.float32)
         if self.parts is None:
             return self.embedder.embed([f.fact for f in facts])
-        return self.parts.memory_vectors(facts)
+        return self.parts.memory_vectors(user_id, facts)
+
+    def forget(self, user_id: str) -> None:
+        """Drop what the stages remember of ``user_id``'s turns (``forget_user``)."""
+        if self.parts is not None:
+            self.parts.forget(user_id)
 
     def _boundaries(self, texts: list[str]) -> list[int]:
         if isinstance(self.segmenter, NoSegmenter):
