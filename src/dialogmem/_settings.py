@@ -56,7 +56,7 @@ class WriteSettings(_Section):
         "is remembered (4,096 lines, per user), so a turn arriving alone costs one embedding of its "
         "own line. Other memories (an LLM's, the per-turn writer's, merged ones) and any later "
         "re-embedding (an edit, an import without vectors) embed the text. LoCoMo dev: recall "
-        "within 0.009 of text, ingest x1.7-2.4 (docs/benchmarks.md)."))
+        "within 0.009 of text, ingest x1.4-2.2 (docs/benchmarks.md)."))
     # Bounds on what one message may carry (checked before anything is written).
     max_turn_chars: int = Field(200_000, gt=0, le=10_000_000)
     max_metadata_bytes: int = Field(65_536, gt=0, le=10_000_000)

@@ -171,16 +171,17 @@ class RuleExtractor:
             if prev.session_id != turn.session_id:
                 break
             context.insert(0, prev)
-        lines = [f"{c.speaker}: {clip_words(_normalised(c), CONTEXT_WORDS)}" for c in context]
-        lines.append(_line(turn))
+        said = [_normalised(c) for c in context]
+        lines = [f"{c.speaker}: {clip_words(text, CONTEXT_WORDS)}" for c, text in zip(context, said, strict=True)]
+        lines.append(f"{turn.speaker}: {_normalised(turn)}")
         salience = FILLER_SALIENCE if is_filler(turn.text) else DEFAULT_SALIENCE
         fact = fact_from_turns("\n".join(lines), [*context, turn], method="rule", salience=salience)
         # each cited turn's whole line: the same text (and cached vector) as when it was a memory's own
-        parts = [*(_line(c) for c in context), lines[-1]]
+        update: dict[str, Any] = {"parts": [*(f"{c.speaker}: {text}" for c, text in zip(context, said, strict=True)),
+                                            lines[-1]]}
         if context:  # the memory is the turn's: its speaker, its time and topic, not the context's
-            return fact.model_copy(update={"speaker_name": turn.speaker, "topic_id": turn.topic_id,
-                                           "parts": parts})
-        return fact.model_copy(update={"parts": parts})
+            update |= {"speaker_name": turn.speaker, "topic_id": turn.topic_id}
+        return fact.model_copy(update=update)
 
 
 FactCiter = Callable[["_FactItem", str], Sequence[int]]
@@ -242,11 +243,6 @@ def with_words(fact: ExtractedFact, text: str) -> ExtractedFact:
 
 def _normalised(turn: BufferedTurn) -> str:
     return absolutize(turn.content(), turn.reference_time())
-
-
-def _line(turn: BufferedTurn) -> str:
-    """A turn as a rule memory writes its own line: ``Speaker: text`` with dates made absolute."""
-    return f"{turn.speaker}: {_normalised(turn)}"
 
 
 class _FactItem(BaseModel):
