@@ -67,7 +67,12 @@ def test_each_part_is_embedded_once_and_facts_without_parts_as_text() -> None:
     parts.memory_vectors("v", [fact("A: one", ["A: one"])])  # another user's parts are their own
     assert embed.seen[-1] == "A: one"
     parts.forget("u")  # forget_user: nothing of u's turns stays in the process
-    assert {k[0] for k in parts._known} == {"v"}
+    assert len(parts._cache) == 1  # v's one line
+    seen = len(embed.seen)
+    parts.memory_vectors("v", [fact("A: one", ["A: one"])])
+    assert len(embed.seen) == seen  # v's is still known
+    parts.memory_vectors("u", [fact("A: one", ["A: one"]), fact("B: two", ["B: two"])])
+    assert embed.seen[seen:] == ["A: one", "B: two"]  # u's were dropped
 
 
 def test_a_vector_does_not_depend_on_what_the_cache_holds() -> None:
@@ -81,7 +86,7 @@ def test_a_vector_does_not_depend_on_what_the_cache_holds() -> None:
     for f in facts:
         bounded.memory_vectors("u", [f])
     assert len(small.seen) == len(set(small.seen)) == 40  # the last turns stay remembered: none twice
-    assert len(bounded._known) == 3
+    assert len(bounded._cache) == 3
 
 
 def test_a_part_evicted_by_another_writer_while_embedding_is_still_used() -> None:
@@ -98,7 +103,7 @@ def test_a_part_evicted_by_another_writer_while_embedding_is_still_used() -> Non
     parts.memory_vectors("alice", [fact("A: old", ["A: old"])])
     got = parts.memory_vectors("alice", [fact("A: old\nB: new", ["A: old", "B: new"])])
     assert np.allclose(got[0], compose(np.stack([fake_vector("A: old"), fake_vector("B: new")])))
-    assert len(parts._known) == 2
+    assert len(parts._cache) == 2
 
 
 def test_rule_facts_name_each_cited_turns_whole_line_as_a_part() -> None:

@@ -4,6 +4,8 @@ It lives on one embedder instance (no module-level state). Searches repeat queri
 would think: a chat turn is searched again when the assistant retries, a dashboard polls the same
 question, and the bench searches each question once per k. A hit skips the encoder entirely.
 Stored vectors are read-only copies; callers get fresh copies, so nobody can change a cached row.
+The write path's turn-line vectors (``write.vectors = "turns"``) are kept in one too, keyed by user
+and text, so ``drop`` forgets a user's by key prefix.
 """
 
 from __future__ import annotations
@@ -56,3 +58,11 @@ class QueryCache:
                 self._rows.move_to_end(text)
             while len(self._rows) > self.size:
                 self._rows.popitem(last=False)
+
+    def drop(self, prefix: str) -> int:
+        """Forget every row whose key starts with ``prefix``; how many were dropped."""
+        with self._lock:
+            gone = [key for key in self._rows if key.startswith(prefix)]
+            for key in gone:
+                del self._rows[key]
+        return len(gone)

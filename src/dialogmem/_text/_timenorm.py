@@ -197,8 +197,7 @@ def _anchor_label(which: str, unit: str, ref: date) -> str | None:
     if unit == "weekend":
         return _format(monday + timedelta(days=5, weeks=step), "weekend")
     if unit == "month":
-        month0 = ref.year * 12 + ref.month - 1 + step
-        return _format(date(month0 // 12, month0 % 12 + 1, 1), "month")
+        return _shift_label(step, "month", ref)
     if unit == "year":
         return str(ref.year + step)
     # A weekday: "this X" is X of the current Monday-to-Sunday week; "last X" / "next X" are

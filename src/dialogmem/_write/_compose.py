@@ -13,12 +13,11 @@ are embedded as text, and so is a memory re-embedded later (an edit, an import w
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .._models._embed_cache import QueryCache
 from ._extract import ExtractedFact
 
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
@@ -40,39 +39,34 @@ def compose(parts: np.ndarray, *, context_weight: float = CONTEXT_WEIGHT) -> np.
 
 
 class PartVectors:
-    """The vectors of each user's memory parts, embedded once each (thread-safe, bounded: a part
-    holds a turn's text, so it is kept per user and ``forget`` drops a user's)."""
+    """The vectors of each user's memory parts, embedded once each (a bounded, thread-safe
+    ``QueryCache`` keyed by user and text: a part holds a turn's text, so ``forget`` drops a user's)."""
 
     def __init__(self, embed: EmbedFn, *, size: int = PART_CACHE, context_weight: float = CONTEXT_WEIGHT) -> None:
         self._embed = embed
-        self._size = size
         self.context_weight = context_weight
-        self._known: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = QueryCache(size)
 
     def memory_vectors(self, user_id: str, facts: Sequence[ExtractedFact]) -> np.ndarray:
         """One row per fact: composed from its parts, or its text's vector when it has none; every
         text not yet known goes to the embedder in one call."""
-        texts = [p for f in facts for p in (f.parts or [f.fact])]
-        with self._lock:  # what is found now is used now, whatever another writer evicts meanwhile
-            known = {t: self._known[(user_id, t)] for t in texts if (user_id, t) in self._known}
-            for t in known:
-                self._known.move_to_end((user_id, t))
-        todo = list(dict.fromkeys(t for t in texts if t not in known))
+        texts = list(dict.fromkeys(p for f in facts for p in (f.parts or [f.fact])))
+        # the cache hands out copies: what is found now is used now, whatever another writer evicts
+        found = self._cache.lookup([_key(user_id, t) for t in texts])
+        known = {t: v for t, v in zip(texts, found, strict=True) if v is not None}
+        todo = [t for t in texts if t not in known]
         if todo:
-            # copies: a cached row must not keep the embedder's whole output array alive
-            known.update((t, np.array(v, dtype=np.float32)) for t, v in zip(todo, self._embed(todo), strict=True))
-            with self._lock:
-                for t in todo:
-                    self._known[(user_id, t)] = known[t]
-                while len(self._known) > self._size:
-                    self._known.popitem(last=False)
+            vectors = self._embed(todo)
+            self._cache.store([_key(user_id, t) for t in todo], vectors)
+            known.update(zip(todo, vectors, strict=True))
         out = [compose(np.stack([known[p] for p in f.parts]), context_weight=self.context_weight) if f.parts
                else known[f.fact] for f in facts]
         return np.stack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
 
     def forget(self, user_id: str) -> None:
         """Drop what is remembered of ``user_id``'s turns."""
-        with self._lock:
-            for key in [k for k in self._known if k[0] == user_id]:
-                del self._known[key]
+        self._cache.drop(_key(user_id, ""))
+
+
+def _key(user_id: str, text: str) -> str:
+    return f"{user_id}\x1f{text}"
