@@ -5,11 +5,12 @@ turns plus noise, one minute apart), written through the change writer. The stor
 LoCoMo questions are searched (``Memory.search``, limit 10, embedding included: the query cache is
 off, ``embedder.query_cache = 0``), then ``sleep()`` builds the HNSW graph of the
 points the shard still scans (``store.index_min_points``), and the same questions are searched again.
-Reported: RSS once the store is open (before any search), search p50/p95 before and after, the
-build's seconds, the stage medians of the searches after (``SearchResult.timings_ms``), RSS at the end
-with its anonymous and file-backed parts (the store's memory-mapped files: pages the kernel may drop),
-and the store's size on disk. With ``--store`` the history is built
-there when absent and kept (a later run reuses it: its graph is built already, so "before" searches it).
+Reported: RSS once the store is open (before any search), search p50/p95 before and after (p99 and
+the slowest search too after), the build's seconds, the stage medians of the searches after
+(``SearchResult.timings_ms``), RSS at the end with its anonymous and file-backed parts (the store's
+memory-mapped files: pages the kernel may drop), and the store's size on disk. With ``--store`` the
+history is built there when absent and kept (a later run reuses it: its graph is built already, so
+"before" searches it).
 
 Usage::
 
@@ -77,7 +78,8 @@ def main() -> None:
     print(f"n={n}: RSS after open {opened:.0f} MB; "
           f"before sleep p50 {statistics.median(before):.1f} ms, p95 {pct(before, 0.95):.1f} ms; "
           f"graph built by sleep() in {build_s:.0f} s ({report.indexed} points); "
-          f"after p50 {statistics.median(after):.1f} ms, p95 {pct(after, 0.95):.1f} ms; "
+          f"after p50 {statistics.median(after):.1f} ms, p95 {pct(after, 0.95):.1f} ms, "
+          f"p99 {pct(after, 0.99):.1f} ms, max {max(after):.1f} ms; "
           f"RSS {rss:.0f} MB (anonymous {anon:.0f}, file pages {mapped:.0f}); disk {size:.0f} MB")
     print("stage medians after (ms): " + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in stages.items()))
 

@@ -73,6 +73,23 @@ def test_access_counts_are_batched_and_never_lost(make_memory: Any, tmp_path: Pa
         assert got.access_count == searches and got.last_accessed is not None
 
 
+def test_a_full_access_log_is_written_off_the_searching_thread(make_memory: Any, tmp_path: Path) -> None:
+    mem = make_memory("acc-full")
+    mem.add("My bike is a green Brompton.", "u", flush=True)
+    (record,) = mem.get_all("u")
+    mem._parts.access.threshold = 1  # every search fills the log
+    writers: list[str] = []
+    trace_sql(mem, lambda sql: writers.append(threading.current_thread().name) if sql.startswith("UPDATE") else None)
+    for _ in range(12):
+        assert mem.search("bike", "u", limit=1).hits[0].id == record.id
+    mem._parts.writer.wait_counters()
+    assert writers and set(writers) == {"dialogmem-counters"}  # the searches waited for no write
+    assert mem.get(record.id, "u").access_count == 12
+    mem.close()
+    with Memory(data_dir=tmp_path / "acc-full") as again:
+        assert again.get(record.id, "u").access_count == 12  # none lost
+
+
 def test_an_llm_free_add_is_one_transaction(make_memory: Any) -> None:
     mem = make_memory()
     mem.add("warm up", "u", flush=True)

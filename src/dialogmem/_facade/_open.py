@@ -64,6 +64,7 @@ class Parts:
 
     def close(self) -> None:
         try:
+            self.writer.wait_counters()
             if not self.config.read_only:
                 self.writer.flush_counters()
                 self.writer.checkpoint()

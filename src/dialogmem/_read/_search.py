@@ -52,7 +52,7 @@ class Searcher:
         mtm_ids = [h.id for h in hits if h.tier != "ltm"]
         if self.read.track_access and mtm_ids and not self.read_only \
                 and self.access.record(user_id, mtm_ids, time.time()):
-            self.writer.flush_counters()
+            self.writer.flush_counters_soon()
         if expand:
             hits = self._expanded(user_id, hits)
         return SearchResult(query=query, hits=hits, plan=describe_plan(result), timings_ms=result.timings_ms)
