@@ -54,7 +54,7 @@ def assert_linear(run: Callable[[T], object], make: Callable[[int], T], n: int, 
     small, full = make(n // 4), make(n)
     ratio = _ratio(lambda: run(small), lambda: run(full), 1, repeats)
     if ratio >= LIMIT:
-        once = max(cpu_seconds(lambda: run(small), repeats=1), 1e-4)
+        once = max(cpu_seconds(lambda: run(small), repeats=2), 1e-4)  # the least of two: one warm
         times = max(1, min(1000, round(RECHECK_BASE / once)))
         ratio = _ratio(lambda: run(small), lambda: run(full), times, repeats + 2)
     assert ratio < LIMIT, f"4x the input took {ratio:.1f}x the work (n={n})"

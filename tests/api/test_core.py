@@ -90,6 +90,29 @@ def test_a_full_access_log_is_written_off_the_searching_thread(make_memory: Any,
         assert again.get(record.id, "u").access_count == 12  # none lost
 
 
+def test_a_failed_background_write_of_counts_keeps_them_and_the_next_one_raises(
+        make_memory: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    mem = make_memory("acc-fail")
+    mem.add("My bike is a green Brompton.", "u", flush=True)
+    (record,) = mem.get_all("u")
+    mem._parts.access.threshold = 1
+    journal = mem._parts.journal
+    commit = journal.commit
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("the journal is gone")
+
+    monkeypatch.setattr(journal, "commit", broken)
+    mem.search("bike", "u", limit=1)  # its write fails on the background thread: logged, counts kept
+    mem._parts.writer.wait_counters()
+    assert "writing access counts failed" in caplog.text
+    with pytest.raises(StoreError, match="journal is gone"):
+        mem.search("bike", "u", limit=1)  # the next write runs on the caller's thread and raises
+    monkeypatch.setattr(journal, "commit", commit)
+    mem.search("bike", "u", limit=1)
+    assert mem.get(record.id, "u").access_count == 3  # none of the three searches' counts lost
+
+
 def test_an_llm_free_add_is_one_transaction(make_memory: Any) -> None:
     mem = make_memory()
     mem.add("warm up", "u", flush=True)

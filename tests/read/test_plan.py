@@ -211,23 +211,24 @@ def test_plan_model_bounds() -> None:
                                  datetime(2025, 12, 31, 23, 0)])
 def test_explicit_dates_are_the_days_dateparser_gives(ref: datetime) -> None:
     """Explicit dates are read by calendar arithmetic (dateparser took 3-70 ms a date on the search
-    path): the same day dateparser gives with dates preferred from the past, none where it finds none."""
+    path): the same day dateparser gives with dates preferred from the past ("8 May", "May 8th, 2023"),
+    none where it finds none."""
     import dateparser
 
     months = ["January", "Feb", "march", "Apr", "May", "June", "jul", "Aug", "Sept", "October", "nov", "December"]
     checked = 0
-    for month in months:
-        for day in (1, 15, 28, 29, 30, 31):
-            for year in ("", " 2023", " 2024"):
-                phrase = f"{day} {month}{year}"
-                theirs = dateparser.parse(phrase, languages=["en"], settings={
-                    "RELATIVE_BASE": ref, "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": False})
-                window = parse_time_window(f"what happened on {phrase}?", ref.replace(tzinfo=UTC))
-                one_day = window is not None and window.time_to == window.time_from + 86400 - 0.001
-                if theirs is None:  # no such day: no day window ("29 Feb 2023" is then February 2023)
-                    assert not one_day, phrase
-                    continue
-                assert one_day and window is not None, phrase
-                assert datetime.fromtimestamp(window.time_from or 0, UTC).date() == theirs.date(), phrase
-                checked += 1
-    assert checked > 150  # most of the grid is on the calendar
+    ordinal = {1: "1st", 2: "2nd", 28: "28th", 29: "29th", 31: "31st"}
+    phrases = [form for month in months for day in (1, 2, 28, 29, 31) for year in ("", " 2023", " 2024")
+               for form in (f"{day} {month}{year}", f"{month} {ordinal[day]}{',' if year else ''}{year}")]
+    for phrase in phrases:
+        theirs = dateparser.parse(phrase, languages=["en"], settings={
+            "RELATIVE_BASE": ref, "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": False})
+        window = parse_time_window(f"what happened on {phrase}?", ref.replace(tzinfo=UTC))
+        one_day = window is not None and window.time_to == window.time_from + 86400 - 0.001
+        if theirs is None:  # no such day: no day window ("29 Feb 2023" is then February 2023)
+            assert not one_day, phrase
+            continue
+        assert one_day and window is not None, phrase
+        assert datetime.fromtimestamp(window.time_from or 0, UTC).date() == theirs.date(), phrase
+        checked += 1
+    assert checked > 250  # most of the grid is on the calendar

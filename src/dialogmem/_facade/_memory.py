@@ -318,6 +318,7 @@ class Memory(Operations, Offline, Transfer):
         check_id("user_id", user_id)
         check_id("memory_id", memory_id)
         statuses = ("active", "evicted") if include_evicted else ("active",)
+        self._parts.writer.wait_counters()  # counts being written are in neither the log nor the journal
         record = self._parts.journal.memory(user_id, memory_id, statuses=statuses)
         if record is None:
             raise NotFoundError(f"memory {memory_id} not found")

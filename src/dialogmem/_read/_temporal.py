@@ -42,6 +42,9 @@ _DAY_RE = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR_RE = r"(?P<year>(?:19|20)\d{2})"
 _NUM_RE = r"(?P<num>\d{1,3}|" + alternation(_NUMBERS) + r")"
 _UNIT_RE = r"(?P<unit>day|week|month|year)s?"
+# a day and month followed by a year are the dated patterns' (an off-calendar "Feb 29th, 2023" is no
+# day at all, not the last 29 February)
+_NO_YEAR = r"(?!,?\s+(?:19|20)\d{2}\b)"
 _WEEKDAY_RE = r"(?P<weekday>" + "|".join(WEEKDAYS) + r")s?"
 
 # (kind, pattern), tried in this order; an earlier match claims its span.
@@ -52,8 +55,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("dmy", rf"\b{_DAY_RE}\s+(?:of\s+)?{_MONTH_RE},?\s+{_YEAR_RE}\b"),
         ("mdy", rf"\b{_MONTH_RE}\s+{_DAY_RE},?\s+{_YEAR_RE}\b"),
         ("my", rf"\b{_MONTH_RE},?\s+(?:of\s+)?{_YEAR_RE}\b"),
-        ("dm", rf"\b{_DAY_RE}\s+(?:of\s+)?{_MONTH_RE}(?![\w-])"),
-        ("md", rf"\b(?:(?P<prep>on|in|since|before|after|until|by)\s+)?{_MONTH_RE}\s+{_DAY_RE}\b"),
+        ("dm", rf"\b{_DAY_RE}\s+(?:of\s+)?{_MONTH_RE}(?![\w-]){_NO_YEAR}"),
+        ("md", rf"\b(?:(?P<prep>on|in|since|before|after|until|by)\s+)?{_MONTH_RE}\s+{_DAY_RE}\b{_NO_YEAR}"),
         ("m", rf"\b(?P<prep>in|during|since|before|after|until|by|of|early|late|mid)\s+{_MONTH_RE}(?![\w-])"),
         ("y", rf"\b(?P<prep>in|during|since|before|after|until|by|of|throughout|year)\s+{_YEAR_RE}\b"),
         ("daybefore", r"\bthe\s+day\s+before\s+yesterday\b"),

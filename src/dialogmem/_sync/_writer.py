@@ -61,6 +61,7 @@ class ChangeWriter:
         self._behind = False  # a full disk left rows in the outbox that the index has not seen
         self._counters_lock = threading.Lock()
         self._counters: threading.Thread | None = None  # a flush_counters_soon still running
+        self._counters_failed = False  # the last background write of the counts failed
 
     def apply(self, cs: ChangeSet) -> list[MemoryRecord]:
         """Perform ``cs``; returns the records it wrote. ``DiskFullError`` (nothing written) when the
@@ -221,22 +222,34 @@ class ChangeWriter:
     def flush_counters_soon(self) -> None:
         """:meth:`flush_counters` on a background thread, so the search that filled the access log
         does not wait for the write (512 scattered row updates: ~30 ms at 10^5 memories, every ~50th
-        search). One such thread at a time; counts that arrive meanwhile go with a later flush."""
+        search). One such thread at a time; counts that arrive meanwhile go with a later flush. After a
+        background write failed (its counts are kept), or where no thread can start, the write runs
+        here, so its error reaches a caller."""
         with self._counters_lock:
             if self._counters is not None and self._counters.is_alive():
                 return
-            self._counters = threading.Thread(target=self._flush_counters_logged, name="dialogmem-counters",
-                                              daemon=True)
-            self._counters.start()
+            if not self._counters_failed:
+                thread = threading.Thread(target=self._flush_counters_logged, name="dialogmem-counters",
+                                          daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread can start (thread limit, interpreter shutting down)
+                    pass
+                else:
+                    self._counters = thread
+                    return
+            self._counters_failed = False
+        self.flush_counters()
 
     def _flush_counters_logged(self) -> None:
         try:
             self.flush_counters()
-        except Exception:  # nobody waits for this thread: the counts are restored and go with the next write
+        except Exception:  # nobody waits for this thread: the counts are kept, the next write raises
+            self._counters_failed = True
             log.warning("writing access counts failed; they are kept for the next write", exc_info=True)
 
     def wait_counters(self) -> None:
-        """Wait for a :meth:`flush_counters_soon` still running (before a close)."""
+        """Wait for a :meth:`flush_counters_soon` still running (before a close, or a read of counts)."""
         with self._counters_lock:
             running = self._counters
         if running is not None:
