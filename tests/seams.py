@@ -77,6 +77,15 @@ def integrity_check(mem: Memory) -> str:
     return str(mem._parts.journal._query("PRAGMA integrity_check")[0][0])  # type: ignore[attr-defined]
 
 
+def remembered_turn_texts(mem: Memory) -> set[str]:
+    """look: every turn text the write stages keep in memory (compressed texts; parts' vectors)."""
+    stages = mem._parts.stages
+    texts = {text for (_, _, text) in stages._cache}
+    if stages.parts is not None:
+        texts |= {key.split("\x1f", 1)[1] for key in stages.parts._cache._rows}
+    return texts
+
+
 def stored_vectors(mem: Memory, user_id: str, ids: list[str]) -> dict[str, Any]:
     """look: the embedding the journal keeps for each memory id (to import records with their vectors)."""
     return dict(mem._parts.journal.vectors(user_id, ids))

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import ingest_sample
 from dialogmem import Memory, NotFoundError
+from seams import remembered_turn_texts
 
 
 @pytest.fixture
@@ -70,3 +71,19 @@ def test_sleep_is_scoped(two_users: Memory) -> None:
     report = mem.sleep("alice")
     assert report is not None
     assert mem.get_all("bob") == bob_before
+
+
+@pytest.mark.parametrize("vectors", ["text", "turns"])
+def test_forget_user_leaves_no_turn_text_in_the_write_caches(make_memory: Any, vectors: str) -> None:
+    """The write stages remember turns between calls (compressed texts; with write.vectors = "turns"
+    the parts' vectors): forgetting a user drops that user's, and only that user's."""
+    mem = make_memory(write={"vectors": vectors})
+    mem.add([{"content": "My locker code is 4417 and I hide the key under the blue mat.", "id": "a1"}],
+            "alice", flush=True)
+    mem.add([{"content": "I keep bees on my roof in Rotterdam.", "id": "b1"}], "bob", flush=True)
+    before = remembered_turn_texts(mem)
+    assert any("4417" in t for t in before) and any("Rotterdam" in t for t in before)
+    mem.forget_user("alice")
+    after = remembered_turn_texts(mem)
+    assert not any("4417" in t for t in after)
+    assert any("Rotterdam" in t for t in after)

@@ -118,8 +118,8 @@ def test_empty_compression_keeps_the_original_text(embedder: LocalEmbedder) -> N
 
     s = stages(embedder, compressor=DropAll(), policy=BufferPolicy(1000, 1000))
     turn = bt("a", "Bought a kayak in Oslo.")
-    assert s.due([turn], force=False) == []
-    ((kept,),) = s.due([turn], force=True)
+    assert s.due("u", [turn], force=False) == []
+    ((kept,),) = s.due("u", [turn], force=True)
     assert kept.compressed == "Bought a kayak in Oslo."
     assert DropAll.calls == 1  # the second decision reused the first compression
     (fact,) = RuleExtractor().extract([[kept]])
@@ -135,8 +135,8 @@ def test_real_similarity_segmenter_cuts_at_the_topic_change(embedder: LocalEmbed
              bt("q2", "The laptop repair shop says the hard drive failed.", minute=4),
              bt("q3", "I should back up my thesis to the cloud.", minute=5)]
     # The garden/laptop change is the cut; the laptop turns (whose topic may go on) stay pending.
-    assert seg_ids(s.due(turns, force=False)) == [["p1", "p2", "p3"]]
-    flushed = s.due(turns[3:], force=True)  # a flush takes every pending turn, in order
+    assert seg_ids(s.due("u", turns, force=False)) == [["p1", "p2", "p3"]]
+    flushed = s.due("u", turns[3:], force=True)  # a flush takes every pending turn, in order
     assert [tid for seg in seg_ids(flushed) for tid in seg] == ["q1", "q2", "q3"]
 
 
@@ -161,7 +161,7 @@ def test_llm_extractor_on_a_due_batch_multiparty(embedder: LocalEmbedder) -> Non
              bt("m9", "# New topic: Cy booked flights to Lima.", speaker="Cy", minute=2),
              bt("m2", "Bob thinks Lima is lovely in June.", speaker="Bob", minute=3),
              bt("m5", "ok", speaker="Bob", minute=4)]
-    facts = s.extractor.extract(s.due(turns, force=True))
+    facts = s.extractor.extract(s.due("u", turns, force=True))
     assert [spk for call in seen for spk in call] == ["Ann", "Cy", "Cy", "Bob", "Bob"]
     by_id = {tid: f for f in facts for tid in f.source_turn_ids}
     assert set(by_id) == {"m3", "m1", "m9", "m2"}  # "ok" is filler and got no fact

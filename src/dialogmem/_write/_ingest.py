@@ -84,7 +84,7 @@ class Ingest:
 
     def _run(self, user_id: str, fresh: list[Turn], *, force: bool) -> IngestResult:
         pending = _buffered([*self.journal.pending_turns(user_id), *fresh])
-        batch = self.stages.due(pending, force=force) if pending else []
+        batch = self.stages.due(user_id, pending, force=force) if pending else []
         if fresh and not (batch and self.stages.immediate):
             self.writer.apply(ChangeSet(user_id, turns=fresh))  # journaled: the caller's turn is safe
             fresh = []

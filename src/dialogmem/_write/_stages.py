@@ -57,9 +57,9 @@ class WriteStages:
     llm_writes_turns: bool = False
     events: LLMEventWriter | None = None  # write.events: an event summary per topic unit
     parts: PartVectors | None = None  # write.vectors = "turns": memory vectors made of their turns'
-    # compressed text and token count per (turn id, text): compression may be a model call, and a
-    # pending turn is looked at again by every later decision until its batch is due
-    _cache: OrderedDict[tuple[str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
+    # compressed text and token count per (user id, turn id, text): compression may be a model call,
+    # and a pending turn is looked at again by every later decision until its batch is due
+    _cache: OrderedDict[tuple[str, str, str], tuple[str, int]] = field(default_factory=OrderedDict, repr=False)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -70,17 +70,17 @@ class WriteStages:
             return not self.llm_writes_turns
         return self.policy.immediate and not self.llm_extracts and self.events is None
 
-    def due(self, pending: Sequence[BufferedTurn], *, force: bool) -> Batch:
-        """The batch of ``pending`` turns due now (compressed, with topic ids), or []."""
-        prepared = self._prepare(pending)
+    def due(self, user_id: str, pending: Sequence[BufferedTurn], *, force: bool) -> Batch:
+        """The batch of ``user_id``'s ``pending`` turns due now (compressed, with topic ids), or []."""
+        prepared = self._prepare(user_id, pending)
         tokens = [n for _, n in prepared]
         turns = [t.model_copy(update={"compressed": text}) for t, (text, _) in zip(pending, prepared, strict=True)]
         if self.turn_writer is not None:  # write.mode = "turn": the complete interactions
             return due_interactions(turns, force=force)
         return due_batch(turns, tokens, self.policy, force=force, boundaries=self._boundaries)
 
-    def _prepare(self, pending: Sequence[BufferedTurn]) -> list[tuple[str, int]]:
-        keys = [(t.turn_id, t.text) for t in pending]
+    def _prepare(self, user_id: str, pending: Sequence[BufferedTurn]) -> list[tuple[str, int]]:
+        keys = [(user_id, t.turn_id, t.text) for t in pending]
         with self._cache_lock:
             known = {k: self._cache[k] for k in keys if k in self._cache}
         todo = [t for t, k in zip(pending, keys, strict=True) if k not in known]
@@ -90,7 +90,8 @@ class WriteStages:
                 for t, res in zip(todo, results, strict=True):
                     # a turn compressed to nothing keeps its original text (seed 001's practice)
                     text = res.text if res.text.strip() else t.text
-                    known[(t.turn_id, t.text)] = self._cache[(t.turn_id, t.text)] = (text, count_tokens(text))
+                    key = (user_id, t.turn_id, t.text)
+                    known[key] = self._cache[key] = (text, count_tokens(text))
                 while len(self._cache) > _CACHE_SIZE:
                     self._cache.popitem(last=False)
         return [known[k] for k in keys]
@@ -114,7 +115,11 @@ class WriteStages:
         return self.parts.memory_vectors(user_id, facts)
 
     def forget(self, user_id: str) -> None:
-        """Drop what the stages remember of ``user_id``'s turns (``forget_user``)."""
+        """Drop what the stages remember of ``user_id``'s turns (``forget_user``): their compressed
+        texts and their parts' vectors."""
+        with self._cache_lock:
+            for key in [k for k in self._cache if k[0] == user_id]:
+                del self._cache[key]
         if self.parts is not None:
             self.parts.forget(user_id)
 
