@@ -118,7 +118,7 @@ def similarity_matrix(candidates: Sequence[ScoredRecord], memory_words: Sequence
         m /= np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
         return m @ m.T, True
     words = memory_words if memory_words is not None else [tokens(c.record.memory) for c in candidates]
-    sets = [set(content_words(w)) for w in words]
+    sets = [set(content_words(list(set(w)))) for w in words]  # each word once: the same set, sooner
     vocab: dict[str, int] = {}
     rows = [[vocab.setdefault(w, len(vocab)) for w in s] for s in sets]
     incidence = np.zeros((n, max(1, len(vocab))), dtype=np.float64)
@@ -151,22 +151,28 @@ class RuleSelector:
         sim, cosine = similarity_matrix(candidates, words)
         duplicate = self.duplicate_sim if cosine else self.duplicate_jaccard
         # Ties are broken by id so the same input always gives the same output: candidates are
-        # visited in that order and the first best value wins.
-        remaining = sorted(range(len(candidates)), key=lambda i: (-rel[i], candidates[i].record.id))
-        penalty = np.full(len(candidates), -np.inf)  # max similarity to the picks so far
+        # visited in that order and the first best value wins. Positions below are in that order.
+        order = np.asarray(sorted(range(len(candidates)), key=lambda i: (-rel[i], candidates[i].record.id)))
+        gain = self.mmr_lambda * rel[order]
+        sim = sim[np.ix_(order, order)]
+        penalty = np.full(len(order), -np.inf)  # max similarity to the picks so far
+        taken = np.zeros(len(order), dtype=bool)  # picked, or set aside as a duplicate
         picked: list[int] = []
         duplicates: list[int] = []
-        while remaining and len(picked) < k:
-            order = np.asarray(remaining)
-            values = self.mmr_lambda * rel[order] - (1 - self.mmr_lambda) * (penalty[order] if picked else 0.0)
-            best = remaining.pop(int(np.argmax(values)))
+        for _ in range(len(order)):
+            if len(picked) >= k:
+                break
+            values = np.where(taken, -np.inf, gain - (1 - self.mmr_lambda) * penalty if picked else gain)
+            best = int(np.argmax(values))
+            taken[best] = True
             if picked and penalty[best] >= duplicate:
                 duplicates.append(best)
                 continue
             picked.append(best)
             penalty = np.maximum(penalty, sim[:, best])
         picked.extend(duplicates[: max(0, k - len(picked))])
-        return [ScoredRecord(record=candidates[i].record, score=round(float(rel[i]), 6)) for i in picked]
+        return [ScoredRecord(record=candidates[i].record, score=round(float(rel[i]), 6))
+                for i in (int(order[p]) for p in picked)]
 
 
 class SelectOutput(BaseModel):
