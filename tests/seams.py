@@ -77,10 +77,11 @@ def integrity_check(mem: Memory) -> str:
     return str(mem._parts.journal._query("PRAGMA integrity_check")[0][0])  # type: ignore[attr-defined]
 
 
-def remembered_turn_texts(mem: Memory) -> set[str]:
-    """look: every turn text the write stages keep in memory (compressed texts; parts' vectors)."""
+def remembered_texts(mem: Memory) -> set[str]:
+    """look: every text kept in memory between calls: the write stages' (compressed turns, parts'
+    vectors) and the embedder's query cache."""
     stages = mem._parts.stages
-    texts = {text for (_, _, text) in stages._cache}
+    texts = {text for (_, _, text) in stages._cache} | set(mem._parts.embedder.query_cache._rows)
     if stages.parts is not None:
         texts |= {key.split("\x1f", 1)[1] for key in stages.parts._cache._rows}
     return texts

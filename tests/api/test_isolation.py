@@ -8,7 +8,7 @@ import pytest
 
 from conftest import ingest_sample
 from dialogmem import Memory, NotFoundError
-from seams import remembered_turn_texts
+from seams import remembered_texts
 
 
 @pytest.fixture
@@ -74,16 +74,19 @@ def test_sleep_is_scoped(two_users: Memory) -> None:
 
 
 @pytest.mark.parametrize("vectors", ["text", "turns"])
-def test_forget_user_leaves_no_turn_text_in_the_write_caches(make_memory: Any, vectors: str) -> None:
+def test_forget_user_leaves_no_text_in_the_caches(make_memory: Any, vectors: str) -> None:
     """The write stages remember turns between calls (compressed texts; with write.vectors = "turns"
-    the parts' vectors): forgetting a user drops that user's, and only that user's."""
+    the parts' vectors): forgetting a user drops that user's, and only that user's. The query
+    vectors are kept by text for every user: all of them go."""
     mem = make_memory(write={"vectors": vectors})
     mem.add([{"content": "My locker code is 4417 and I hide the key under the blue mat.", "id": "a1"}],
             "alice", flush=True)
     mem.add([{"content": "I keep bees on my roof in Rotterdam.", "id": "b1"}], "bob", flush=True)
-    before = remembered_turn_texts(mem)
+    assert mem.search("what is the code of my locker 4417", "alice").hits
+    before = remembered_texts(mem)
     assert any("4417" in t for t in before) and any("Rotterdam" in t for t in before)
+    assert "what is the code of my locker 4417" in before
     mem.forget_user("alice")
-    after = remembered_turn_texts(mem)
+    after = remembered_texts(mem)
     assert not any("4417" in t for t in after)
     assert any("Rotterdam" in t for t in after)

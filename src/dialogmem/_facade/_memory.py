@@ -242,6 +242,10 @@ class Memory(Operations, Offline, Transfer):
                 self._parts.index.delete_user(user_id)
                 self._parts.index.flush()
                 self._parts.stages.forget(user_id)
+                # the query vectors are shared by text, not owned: all go (a later query embeds again)
+                queries = getattr(self._parts.embedder, "query_cache", None)
+                if queries is not None:
+                    queries.clear()
             with self._speakers_lock:
                 self._speakers.pop(user_id, None)
             return counts

@@ -59,6 +59,11 @@ class QueryCache:
             while len(self._rows) > self.size:
                 self._rows.popitem(last=False)
 
+    def clear(self) -> None:
+        """Forget every row."""
+        with self._lock:
+            self._rows.clear()
+
     def drop(self, prefix: str) -> int:
         """Forget every row whose key starts with ``prefix``; how many were dropped."""
         with self._lock:
