@@ -81,12 +81,18 @@ def test_forget_user_leaves_no_text_in_the_caches(make_memory: Any, vectors: str
     mem = make_memory(write={"vectors": vectors})
     mem.add([{"content": "My locker code is 4417 and I hide the key under the blue mat.", "id": "a1"}],
             "alice", flush=True)
-    mem.add([{"content": "I keep bees on my roof in Rotterdam.", "id": "b1"}], "bob", flush=True)
+    mem.add([{"content": "I keep bees on my roof in Rotterdam.", "id": "b1"},
+             {"content": "The same words, another user.", "id": "x"}], "bob", flush=True)
+    mem.add([{"content": "The same words, another user.", "id": "x"}], "alice", flush=True)
     assert mem.search("what is the code of my locker 4417", "alice").hits
+    assert mem.search("where are the bees", "bob").hits
     before = remembered_texts(mem)
     assert any("4417" in t for t in before) and any("Rotterdam" in t for t in before)
-    assert "what is the code of my locker 4417" in before
+    assert {"what is the code of my locker 4417", "where are the bees"} <= before
     mem.forget_user("alice")
     after = remembered_texts(mem)
     assert not any("4417" in t for t in after)
     assert any("Rotterdam" in t for t in after)
+    # a turn with the same id and text is bob's as well as alice's: his stays
+    assert any("The same words, another user." in t for t in after)
+    assert "where are the bees" not in after  # the query vectors are everyone's: all dropped

@@ -230,7 +230,9 @@ class Memory(Operations, Offline, Transfer):
                                                                                                   actor=actor)]))
 
     def forget_user(self, user_id: str) -> dict[str, int]:
-        """Remove every record, vector and journal row of this user."""
+        """Remove every record, vector and journal row of this user, and what this process's caches
+        hold of them: their compressed turns and turn-part vectors, and every user's cached query
+        vectors (those are kept by text, not by user). Other processes' caches are their own."""
         with self._call():
             self._writable()
             check_id("user_id", user_id)

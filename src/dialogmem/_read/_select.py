@@ -159,10 +159,8 @@ class RuleSelector:
         taken = np.zeros(len(order), dtype=bool)  # picked, or set aside as a duplicate
         picked: list[int] = []
         duplicates: list[int] = []
-        for _ in range(len(order)):
-            if len(picked) >= k:
-                break
-            values = np.where(taken, -np.inf, gain - (1 - self.mmr_lambda) * penalty if picked else gain)
+        while len(picked) < k and not taken.all():
+            values = np.where(taken, -np.inf, (gain - (1 - self.mmr_lambda) * penalty) if picked else gain)
             best = int(np.argmax(values))
             taken[best] = True
             if picked and penalty[best] >= duplicate:
