@@ -150,7 +150,7 @@ class RulePlanner:
     ``_retrieve.lexical_text``).
 
     A second view made of the keywords alone (for questions that are not simple) was dropped: on
-    the LoCoMo dev set (LLM-free, 1,033 questions, the same run) evidence recall @1/@5/@10/@20
+    the LoCoMo dev set (LLM-free, 1,033 questions, runs of one session) evidence recall @1/@5/@10/@20
     .515/.755/.821/.869 with it, .519/.759/.823/.871 without; at 256/512/1,024 context tokens
     .649/.769/.827 and .654/.769/.826; session-level @10 .943 and .944. Its own query embedding
     was a third of the time of the 38 % of searches that had it. Searching it with the question's
