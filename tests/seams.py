@@ -87,6 +87,12 @@ def remembered_texts(mem: Memory) -> set[str]:
     return texts
 
 
+def remembered_users(mem: Memory) -> set[str]:
+    """look: the user ids kept in memory between calls by the write path (its per-user locks and the
+    write stages' cache)."""
+    return set(mem._parts.ingest._locks) | {user for (user, _, _) in mem._parts.stages._cache}
+
+
 def stored_vectors(mem: Memory, user_id: str, ids: list[str]) -> dict[str, Any]:
     """look: the embedding the journal keeps for each memory id (to import records with their vectors)."""
     return dict(mem._parts.journal.vectors(user_id, ids))

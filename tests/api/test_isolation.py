@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from conftest import ingest_sample
 from dialogmem import Memory, NotFoundError
-from seams import remembered_texts
+from seams import remembered_texts, remembered_users
 
 
 @pytest.fixture
@@ -96,3 +97,27 @@ def test_forget_user_leaves_no_text_in_the_caches(make_memory: Any, vectors: str
     # a turn with the same id and text is bob's as well as alice's: his stays
     assert any("The same words, another user." in t for t in after)
     assert "where are the bees" not in after  # the query vectors are everyone's: all dropped
+    assert "alice" not in remembered_users(mem)  # not even her id
+
+
+def test_a_users_write_lock_serialises_and_is_not_kept(make_memory: Any) -> None:
+    """The per-user locks live only while held or awaited: the same user's callers share one, and
+    none is kept afterwards for a user id (the map does not grow with every user ever seen)."""
+    mem = make_memory()
+    ingest = mem._parts.ingest
+    entered = threading.Event()
+
+    def second() -> None:
+        with ingest.user_lock("u"):
+            entered.set()
+
+    with ingest.user_lock("u"):
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        assert not entered.wait(0.3)  # held by the first caller
+        with ingest.user_lock("v"):  # another user's is its own
+            pass
+    assert entered.wait(10)
+    waiting.join(10)
+    mem.add("I keep bees.", "u", flush=True)
+    assert remembered_users(mem) <= {"u"} and not set(ingest._locks)

@@ -152,6 +152,29 @@ def test_query_cache(cache_dir: Path) -> None:
     assert len(off.query_cache) == 0
 
 
+def test_a_clear_while_a_query_embeds_keeps_its_vector_out(cache_dir: Path) -> None:
+    """A search still embedding when ``forget_user`` clears the cache must not put its text back."""
+    emb = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=8)
+    encode = emb._embed
+
+    def clear_midway(texts: list[str], *, stage: str, query: bool) -> np.ndarray:
+        out = encode(texts, stage=stage, query=query)
+        emb.query_cache.clear()  # what forget_user does from another thread
+        return out
+
+    emb._embed = clear_midway  # type: ignore[method-assign]
+    vector = emb.embed_query("what did I tell you about my passport?")
+    assert float(np.linalg.norm(vector)) > 0.99  # the search still gets its vector
+    assert len(emb.query_cache) == 0
+    emb._embed = encode  # type: ignore[method-assign]
+    emb.embed_query("what did I tell you about my passport?")
+    assert len(emb.query_cache) == 1  # with no clear in between it is cached again
+    generation = emb.query_cache.generation
+    assert emb.query_cache.drop("zzz") == 0 and emb.query_cache.generation != generation
+    emb.query_cache.store(["late"], np.ones((1, emb.dim), np.float32), generation=generation)
+    assert emb.query_cache.lookup(["late"]) == [None]
+
+
 def test_unloadable_graph_is_a_config_error(tmp_path: Path, cache_dir: Path) -> None:
     good = next(cache_dir.glob("minilm-*.onnx"))
     (tmp_path / good.name).write_bytes(b"not an onnx graph")

@@ -223,11 +223,13 @@ class LocalEmbedder:
         reach the encoder (in one call), and they are remembered. Same vectors as ``embed`` when
         ``query_quantize`` equals ``quantize``."""
         texts = _check_texts(texts)
+        generation = self.query_cache.generation  # a clear while this embeds keeps its vectors out
         found = self.query_cache.lookup(texts)
         missing = sorted({t for t, v in zip(texts, found, strict=True) if v is None})
         fresh = (dict(zip(missing, self._embed(missing, stage=stage, query=True), strict=True))
                  if missing else {})
-        self.query_cache.store(list(fresh), np.asarray(list(fresh.values())).reshape(len(fresh), self.dim))
+        self.query_cache.store(list(fresh), np.asarray(list(fresh.values())).reshape(len(fresh), self.dim),
+                               generation=generation)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for i, (text, vector) in enumerate(zip(texts, found, strict=True)):
             out[i] = vector if vector is not None else fresh[text]

@@ -6,6 +6,10 @@ question, and the bench searches each question once per k. A hit skips the encod
 Stored vectors are read-only copies; callers get fresh copies, so nobody can change a cached row.
 The write path's turn-line vectors (``write.vectors = "turns"``) are kept in one too, keyed by user
 and text, so ``drop`` forgets a user's by key prefix.
+
+``clear`` and ``drop`` start a new generation: a caller that read ``generation`` before it embedded
+passes it to ``store``, and rows embedded before a clear are not stored after it (a search still
+running while its text is forgotten cannot put it back).
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ class QueryCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """Changes at every ``clear`` and ``drop``."""
+        return self._generation
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -47,10 +57,13 @@ class QueryCache:
                     out.append(None)
         return out
 
-    def store(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+    def store(self, texts: Sequence[str], vectors: np.ndarray, *, generation: int | None = None) -> None:
+        """Remember the rows; none when ``generation`` is given and a ``clear`` or ``drop`` came since."""
         if self.size == 0:
             return
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return
             for text, vector in zip(texts, vectors, strict=True):
                 row = np.array(vector, dtype=np.float32, copy=True)
                 row.setflags(write=False)
@@ -63,6 +76,7 @@ class QueryCache:
         """Forget every row."""
         with self._lock:
             self._rows.clear()
+            self._generation += 1
 
     def drop(self, prefix: str) -> int:
         """Forget every row whose key starts with ``prefix``; how many were dropped."""
@@ -70,4 +84,5 @@ class QueryCache:
             gone = [key for key in self._rows if key.startswith(prefix)]
             for key in gone:
                 del self._rows[key]
+            self._generation += 1
         return len(gone)

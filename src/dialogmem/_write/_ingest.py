@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -55,7 +56,9 @@ class Ingest:
         self.writer = writer
         self.index = index  # the nearest stored items (synthesis, the per-turn writer's reconciliation)
         self.stages = stages
-        self._locks: dict[str, threading.Lock] = {}
+        # a user's lock lives while a caller holds or waits on it: the map does not keep an entry for
+        # every user id ever seen (a forgotten one included)
+        self._locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
         self._locks_guard = threading.Lock()
 
     @contextmanager
