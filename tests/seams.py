@@ -88,9 +88,13 @@ def remembered_texts(mem: Memory) -> set[str]:
 
 
 def remembered_users(mem: Memory) -> set[str]:
-    """look: the user ids kept in memory between calls by the write path (its per-user locks and the
-    write stages' cache)."""
-    return set(mem._parts.ingest._locks) | {user for (user, _, _) in mem._parts.stages._cache}
+    """look: the user ids kept in memory between calls by the write path (its per-user locks, the
+    write stages' cache and their turn-part vectors)."""
+    stages = mem._parts.stages
+    users = set(mem._parts.ingest._locks) | {user for (user, _, _) in stages._cache}
+    if stages.parts is not None:
+        users |= {key.split("\x1f", 1)[0] for key in stages.parts._cache._rows}
+    return users
 
 
 def stored_vectors(mem: Memory, user_id: str, ids: list[str]) -> dict[str, Any]:

@@ -112,12 +112,14 @@ def test_a_users_write_lock_serialises_and_is_not_kept(make_memory: Any) -> None
             entered.set()
 
     with ingest.user_lock("u"):
-        waiting = threading.Thread(target=second)
+        waiting = threading.Thread(target=second, daemon=True)
         waiting.start()
-        assert not entered.wait(0.3)  # held by the first caller
+        assert ingest._thread_lock("u").locked()  # the same lock, still held while referenced
+        assert not entered.wait(0.3)  # the second caller waits for it
         with ingest.user_lock("v"):  # another user's is its own
             pass
     assert entered.wait(10)
     waiting.join(10)
+    assert not waiting.is_alive()
     mem.add("I keep bees.", "u", flush=True)
     assert remembered_users(mem) <= {"u"} and not set(ingest._locks)

@@ -8,8 +8,8 @@ The write path's turn-line vectors (``write.vectors = "turns"``) are kept in one
 and text, so ``drop`` forgets a user's by key prefix.
 
 ``clear`` and ``drop`` start a new generation: a caller that read ``generation`` before it embedded
-passes it to ``store``, and rows embedded before a clear are not stored after it (a search still
-running while its text is forgotten cannot put it back).
+passes it to ``store``, which then stores nothing if a ``clear`` or any ``drop`` came in between. An
+embedding begun before a clear is not cached after it; one begun later is cached like any later query.
 """
 
 from __future__ import annotations
