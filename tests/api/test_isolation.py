@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -99,27 +98,3 @@ def test_forget_user_leaves_no_text_in_the_caches(make_memory: Any, vectors: str
     assert "where are the bees" not in after  # the query vectors are everyone's: all dropped
     assert "alice" not in remembered_users(mem)  # not even her id
 
-
-def test_a_users_write_lock_serialises_and_is_not_kept(make_memory: Any) -> None:
-    """The per-user locks live only while held or awaited: the same user's callers share one, and
-    none is kept afterwards for a user id (the map does not grow with every user ever seen)."""
-    mem = make_memory()
-    ingest = mem._parts.ingest
-    entered = threading.Event()
-
-    def second() -> None:
-        with ingest.user_lock("u"):
-            entered.set()
-
-    with ingest.user_lock("u"):
-        waiting = threading.Thread(target=second, daemon=True)
-        waiting.start()
-        assert ingest._thread_lock("u").locked()  # the same lock, still held while referenced
-        assert not entered.wait(0.3)  # the second caller waits for it
-        with ingest.user_lock("v"):  # another user's is its own
-            pass
-    assert entered.wait(10)
-    waiting.join(10)
-    assert not waiting.is_alive()
-    mem.add("I keep bees.", "u", flush=True)
-    assert remembered_users(mem) <= {"u"} and not set(ingest._locks)

@@ -1,5 +1,5 @@
 """The SimpleMem write path through ``Memory``: sliding windows (``write.window_turns`` /
-``write.stride``) and coreference across batches (``write.coref``).
+``write.stride``) and coreference across batches (``write.coref``); and the per-user write lock.
 
 The LLM here is ``ScriptedLLM``, a SCRIPTED FAKE (not a model): it answers the window prompt from
 rules written in this file (a fact for every line it is shown, context lines included, as a sloppy
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections import Counter
 from typing import Any
 
@@ -23,6 +24,7 @@ from dialogmem._write._interactions import due_interactions
 from dialogmem._write._online import synthesis_changes
 from dialogmem._write._records import memory_id
 from dialogmem._write._synthesize import RuleConfig, rule_decider
+from seams import remembered_users
 
 LINE = re.compile(r"^\[[^\]]+\] (\d+)\.([^:]+): (.*)$", re.M)
 TURNS = [("Caroline", "I adopted a dog named Rex last month."), ("Melanie", "What breed is he?"),
@@ -305,3 +307,28 @@ def test_synthesis_changes_fold_a_batch_into_the_oldest_memory() -> None:
     alone = synthesis_changes([(other, one)], [(a, one)], rule_decider(RuleConfig()),
                               lambda texts: np.stack([one for _ in texts]), now=10.0)
     assert [w.record.id for w in alone.writes] == ["x"] and not alone.removals  # never across users
+
+
+def test_a_users_write_lock_serialises_and_is_not_kept(make_memory: Any) -> None:
+    """The per-user locks live only while held or awaited: the same user's callers share one, and
+    none is kept afterwards for a user id (the map does not grow with every user ever seen)."""
+    mem = make_memory()
+    ingest = mem._parts.ingest
+    entered = threading.Event()
+
+    def second() -> None:
+        with ingest.user_lock("u"):
+            entered.set()
+
+    with ingest.user_lock("u"):
+        waiting = threading.Thread(target=second, daemon=True)
+        waiting.start()
+        assert ingest._thread_lock("u").locked()  # the same lock, still held while referenced
+        assert not entered.wait(0.3)  # the second caller waits for it
+        with ingest.user_lock("v"):  # another user's is its own
+            pass
+    assert entered.wait(10)
+    waiting.join(10)
+    assert not waiting.is_alive()
+    mem.add("I keep bees.", "u", flush=True)
+    assert remembered_users(mem) <= {"u"} and not set(ingest._locks)
