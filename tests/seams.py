@@ -77,24 +77,26 @@ def integrity_check(mem: Memory) -> str:
     return str(mem._parts.journal._query("PRAGMA integrity_check")[0][0])  # type: ignore[attr-defined]
 
 
+def _write_stage_entries(mem: Memory) -> list[tuple[str, str]]:
+    """(user id, text) of every entry the write stages keep between calls: compressed turns, and
+    the parts' vectors (keyed ``user \\x1f text``)."""
+    stages = mem._parts.stages
+    entries = [(user, text) for (user, _, text) in stages._cache]
+    if stages.parts is not None:
+        entries += [(user, text) for user, text in (key.split("\x1f", 1) for key in stages.parts._cache._rows)]
+    return entries
+
+
 def remembered_texts(mem: Memory) -> set[str]:
     """look: every text kept in memory between calls: the write stages' (compressed turns, parts'
     vectors) and the embedder's query cache."""
-    stages = mem._parts.stages
-    texts = {text for (_, _, text) in stages._cache} | set(mem._parts.embedder.query_cache._rows)
-    if stages.parts is not None:
-        texts |= {key.split("\x1f", 1)[1] for key in stages.parts._cache._rows}
-    return texts
+    return {text for _, text in _write_stage_entries(mem)} | set(mem._parts.embedder.query_cache._rows)
 
 
 def remembered_users(mem: Memory) -> set[str]:
     """look: the user ids kept in memory between calls by the write path (its per-user locks, the
     write stages' cache and their turn-part vectors)."""
-    stages = mem._parts.stages
-    users = set(mem._parts.ingest._locks) | {user for (user, _, _) in stages._cache}
-    if stages.parts is not None:
-        users |= {key.split("\x1f", 1)[0] for key in stages.parts._cache._rows}
-    return users
+    return set(mem._parts.ingest._locks) | {user for user, _ in _write_stage_entries(mem)}
 
 
 def stored_vectors(mem: Memory, user_id: str, ids: list[str]) -> dict[str, Any]:
