@@ -66,6 +66,16 @@ def journal(mem: Memory) -> Journal:
     return mem._parts.journal
 
 
+def journal_turn_count(mem: Memory, user_id: str) -> int:
+    """look: how many raw turns of the user the journal holds (whatever their status)."""
+    return len(mem._parts.journal.turns(user_id))
+
+
+def journal_turns(mem: Memory, user_id: str) -> list[Any]:
+    """look: the user's raw turns as the journal holds them (whatever their status)."""
+    return list(mem._parts.journal.turns(user_id))
+
+
 def trace_sql(mem: Memory, callback: Callable[[str], object]) -> None:
     """look: every SQL statement the SQLite journal runs from now on goes to ``callback`` (to count
     transactions, or to check that searches write nothing)."""
@@ -216,6 +226,22 @@ def crash_extractor_on(monkeypatch: pytest.MonkeyPatch, word: str) -> Callable[[
 
     monkeypatch.setattr(RuleExtractor, "extract", extract)
     return lambda: monkeypatch.setattr(RuleExtractor, "extract", original)
+
+
+def poison_row(mem: Memory, memory_id: str, payload: dict[str, Any], last_accessed: float | None) -> None:
+    """fault: write a memory row's payload fields and access column straight into the SQLite journal,
+    as an older dialogmem that let NaN and Infinity in could have (no verb can any more)."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(mem._parts.journal.path)  # type: ignore[attr-defined]
+    try:
+        (raw,) = db.execute("SELECT payload FROM memories WHERE id=?", (memory_id,)).fetchone()
+        db.execute("UPDATE memories SET payload=?, last_accessed=? WHERE id=?",
+                   (json.dumps({**json.loads(raw), **payload}), last_accessed, memory_id))
+        db.commit()
+    finally:
+        db.close()
 
 
 def fail_graph_commit_halfway(monkeypatch: pytest.MonkeyPatch, error: Exception) -> Callable[[], None]:

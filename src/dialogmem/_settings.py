@@ -220,3 +220,7 @@ class ServerSettings(_Section):
     # requests of one key that may be running at once on the routes that can call the LLM (answer,
     # search, add, conversations, MCP tool calls); 429 with Retry-After past it; 0: unlimited
     llm_calls_per_key: int = Field(8, ge=0, le=10_000)
+    # the inspector's sign-in form: attempts one client address, and one key, may make at once, and
+    # then per minute (429 with Retry-After past either; wrong keys count too)
+    ui_signin_burst: int = Field(20, ge=1, le=1_000_000)
+    ui_signins_per_minute: float = Field(10.0, gt=0, le=1_000_000)

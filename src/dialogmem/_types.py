@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._text._render import render_hits
 from ._text._tokens import count_tokens
 
+logger = logging.getLogger(__name__)
+
 Tier = Literal["mtm", "ltm"]
 Level = Literal["L1", "L2"]
+
+#: the Unix seconds of the years 1 to 9999, the times ``datetime`` can show (and both journals store)
+UNIX_MIN = -62_135_596_800.0
+UNIX_MAX = 253_402_300_799.0
+#: the integers both journals store (SQLite's and PostgreSQL's BIGINT)
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+#: Numbers that enter a record: finite and in range, so no stored row can fail to read back, sort
+#: or score (NaN in one row once made every sleep fail). Refused with the field's name otherwise.
+UnixTime = Annotated[float, Field(allow_inf_nan=False, ge=UNIX_MIN, le=UNIX_MAX)]
+Fraction = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=1.0)]
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 
 
 class Message(BaseModel):
@@ -44,7 +62,7 @@ class Turn(BaseModel):
     """A raw turn as the journal keeps it (also HyMem's L2 raw text)."""
 
     id: str
-    seq: int = 0
+    seq: Count = 0
     user_id: str
     agent_id: str | None = None
     session_id: str | None = None
@@ -52,7 +70,7 @@ class Turn(BaseModel):
     role: str | None = None
     content: str
     time_stamp: str
-    float_time_stamp: float
+    float_time_stamp: UnixTime
     weekday: str
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -70,26 +88,26 @@ class MemoryRecord(BaseModel):
     original_memory: str = ""
     compressed_memory: str = ""
     time_stamp: str
-    float_time_stamp: float
+    float_time_stamp: UnixTime
     weekday: str
-    topic_id: int | None = None
+    topic_id: Int64 | None = None
     topic_summary: str = ""
     category: str = ""
     subcategory: str = ""
     memory_class: str = "fact"
-    speaker_id: int | None = None
+    speaker_id: Int64 | None = None
     speaker_name: str = ""
     entities: list[str] = Field(default_factory=list)
     keywords: list[str] = Field(default_factory=list)
-    salience: float = 0.5
+    salience: Fraction = 0.5
     source_turn_ids: list[str] = Field(default_factory=list)
     update_queue: list[dict[str, Any]] = Field(default_factory=list)
-    access_count: int = 0
-    last_accessed: float | None = None
-    confidence: float = 1.0
-    created_at: float
-    updated_at: float
-    version: int = 1
+    access_count: Count = 0
+    last_accessed: UnixTime | None = None
+    confidence: Fraction = 1.0
+    created_at: UnixTime
+    updated_at: UnixTime
+    version: Count = 1
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -203,7 +221,7 @@ class HistoryEntry(BaseModel):
     event: Event
     old_memory: str | None
     new_memory: str | None
-    timestamp: float
+    timestamp: UnixTime
     actor: str
     previous: MemoryRecord | None = None
 
@@ -257,3 +275,60 @@ class ImportReport(_TransferCounts):
     indexed: int = Field(0, description="points put into the index's search graph after the import "
                                         "(store.index_min_points)")
     seconds: float = 0.0
+
+
+_Stored = TypeVar("_Stored", bound=BaseModel)
+
+
+# -- rows written by an older dialogmem -------------------------------------------------------------
+#: a time field that is not a number in range falls back to the first good one of these, else 0
+_TIME_FIELDS = ("float_time_stamp", "created_at", "updated_at", "timestamp")
+
+
+def mend_stored(model: type[_Stored], data: dict[str, Any], what: str) -> _Stored:
+    """A stored row as ``model``, where an older dialogmem let a bad number in (NaN, ±Infinity, out of
+    range): each such field takes its default (a time takes the row's first good time), and a warning
+    names the row and the fields. Every other user's work goes on; the row reads, lists and exports
+    with the mended values, and is written back mended by its next change. A row bad in any other
+    way still raises ``ValidationError``."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        bad = sorted({str(e["loc"][0]) for e in exc.errors() if e["loc"] and e["type"] in _NUMBER_ERRORS})
+        if not bad or len(bad) != len({str(e["loc"][0]) for e in exc.errors() if e["loc"]}):
+            raise
+    fixed = dict(data)
+    good_time = next((float(data[f]) for f in _TIME_FIELDS if f not in bad and _finite(data.get(f))), 0.0)
+    for name in bad:
+        info = model.model_fields[name]
+        fixed[name] = good_time if name in _TIME_FIELDS else info.get_default(call_default_factory=True)
+    logger.warning("%s holds numbers out of range in %s: read with %s", what, ", ".join(bad),
+                   ", ".join(f"{n}={fixed[n]!r}" for n in bad))
+    return model.model_validate(fixed)
+
+
+_NUMBER_ERRORS = frozenset({"finite_number", "greater_than_equal", "less_than_equal", "greater_than", "less_than",
+                            "float_type", "int_type", "int_from_float", "float_parsing", "int_parsing"})
+
+
+def unix_time_or_none(v: object) -> float | None:
+    """``v`` when it is a time :data:`UnixTime` takes, else None (a stored column an older version wrote)."""
+    return float(v) if _finite(v) else None  # type: ignore[arg-type]
+
+
+def _finite(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and UNIX_MIN <= float(v) <= UNIX_MAX
+
+
+def stored_record(raw: str | dict[str, Any], what: str = "a stored memory") -> MemoryRecord:
+    """A memory record as a journal or an index payload holds it (JSON text or its fields), read
+    with :func:`mend_stored`."""
+    if isinstance(raw, str):
+        try:
+            return MemoryRecord.model_validate_json(raw)  # the usual case, at JSON-parser speed
+        except ValidationError:
+            pass
+    data = json.loads(raw) if isinstance(raw, str) else raw  # Python's parser takes NaN and Infinity
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is not a JSON object")
+    return mend_stored(MemoryRecord, data, f"memory {data.get('id')!r} of user {data.get('user_id')!r}")

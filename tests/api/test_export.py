@@ -23,8 +23,10 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "docs" / "export-schema.json
 QUERIES = ("What is the name of Maya's dog?", "Where does Tom live now?", "What allergy does Maya have?")
 WHEN = {"timestamp": "2023-05-08T13:56:00"}
 def body(path: Path) -> list[str]:
-    """The record lines of an export (the header holds the time of the export)."""
-    return path.read_text(encoding="utf-8").splitlines()[1:]
+    """The record lines of an export (the header holds the time of the export; the end line counts them)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[-1]) == {"kind": "end", "records": len(lines) - 2}
+    return lines[1:-1]
 
 
 def kinds(path: Path) -> dict[str, int]:
@@ -133,14 +135,14 @@ def test_a_bad_line_is_refused_with_its_number_and_nothing_is_written(
     full_store.export(good, "alice")
     n_lines = len(good.read_text(encoding="utf-8").splitlines())
     target = make_memory("b")
-    last = n_lines  # a history row: everything before it would have been written by a careless importer
+    last = n_lines - 1  # a history row: everything before it would have been written by a careless importer
     cases: list[tuple[int, Callable[[dict[str, Any]], Any], str]] = [
         (last, lambda d: '{"kind": "history", "user_id": ', r"line \d+: .*(JSON|EOF)"),
         (last, lambda d: {**d, "kind": "memo"}, f"line {last}: .*tag"),
         (5, lambda d: {**d, "turn": {**d["turn"], "float_time_stamp": "soon"}}, "line 5: turn.float_time_stamp"),
         (5, lambda d: {**d, "extra": 1}, "line 5: extra: Extra inputs"),
         (5, lambda d: {**d, "turn": {**d["turn"], "user_id": "a\u200bb"}}, "line 5: user_id holds the invisible"),
-        (1, lambda d: {**d, "version": 2}, "format version 2, written by a newer dialogmem"),
+        (1, lambda d: {**d, "version": 3}, "format version 3, written by a newer dialogmem"),
         (1, lambda d: {"kind": "turn"}, "line 1: not a dialogmem export header"),
     ]
     for n, change, message in cases:
@@ -238,7 +240,7 @@ def test_file_objects_and_the_async_facade(full_store: Memory, tmp_path: Path) -
 
     got, again = asyncio.run(go())
     assert got.memories == again.memories > 0
-    assert body(tmp_path / "async.jsonl") == text.splitlines()[1:]
+    assert body(tmp_path / "async.jsonl") == text.splitlines()[1:-1]
 
 
 def test_every_exported_line_matches_the_committed_json_schema(full_store: Memory, tmp_path: Path) -> None:

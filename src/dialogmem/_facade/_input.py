@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from .._errors import InputError, first_problem
 from .._text._timeparse import parse_timestamp, to_fields
-from .._types import Message, Turn
+from .._types import MemoryRecord, Message, Turn
 
 MAX_ID_LEN = 256
 MAX_METADATA_DEPTH = 16
@@ -127,6 +127,21 @@ def _check_json(where: str, value: object, depth: int) -> None:
         return
     raise InputError(f"{where} holds a {type(value).__name__}; metadata takes JSON types only "
                      "(str, int, float, bool, None, list, dict)")
+
+
+def check_record(record: MemoryRecord, max_metadata_bytes: int) -> MemoryRecord:
+    """A memory record's own parts that pydantic does not check: its user id, text and JSON fields
+    (its numbers are finite and in range by its model)."""
+    check_id("user_id", record.user_id)
+    check_bounded_text(f"memory {record.id}", record.memory, 10_000_000, "the text limit")
+    check_metadata(f"memory {record.id} metadata", record.metadata, max_metadata_bytes)
+    _check_json(f"memory {record.id} update_queue", record.update_queue, 1)
+    for name in ("original_memory", "compressed_memory", "topic_summary", "time_stamp"):
+        check_text(f"memory {record.id} {name}", getattr(record, name))
+    for name in ("entities", "keywords", "source_turn_ids"):
+        for item in getattr(record, name):
+            check_text(f"memory {record.id} {name}", item)
+    return record
 
 
 def to_turns(messages: Any, user_id: str, *, session_id: str | None,

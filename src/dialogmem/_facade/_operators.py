@@ -5,8 +5,11 @@ A mixin of ``Memory``: it relies on the facade's ``_parts``, ``_call()`` and ``_
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +27,7 @@ from .._sync._maintenance import StorePaths
 from .._sync._repair import RepairReport, recover_journal
 from .._types import AddResult, Event, MemoryRecord, QuarantinedTurn, SearchHit
 from ._host import FacadeHost
-from ._input import check_bounded_text, check_id, check_metadata
+from ._input import check_id, check_record, check_text
 from ._lifecycle import StoreLock
 from ._open import Parts, rebuild_index
 
@@ -54,6 +57,20 @@ class Operations(FacadeHost):
             for changes in by_user.values():
                 self._parts.writer.apply(changes)
             return len(items)
+
+    def derived_id(self, user_id: str, name: str) -> str:
+        """A memory id for ``name`` in ``user_id``'s space (for ``import_records``: a LangGraph item's
+        id is its namespace and key). The same store, user and name always give the same id; another
+        user's name gives another id, and nobody without the store's secret (the journal's
+        ``store_id``, never served) can compute one, so no user can occupy or probe the id that a
+        name of another user will get."""
+        with self._call():
+            check_id("user_id", user_id)
+            check_text("name", name)
+            secret = (self._parts.journal.meta("store_id") or "").encode()
+            message = b"derived-id\x00" + user_id.encode() + b"\x00" + name.encode()
+            digest = hmac.new(secret, message, hashlib.sha256).digest()
+            return str(uuid.UUID(bytes=digest[:16], version=5))
 
     def quarantined(self, user_id: str | None = None) -> list[QuarantinedTurn]:
         """Accepted turns whose processing failed (of one user, or all), with the reason."""
@@ -92,21 +109,19 @@ class Operations(FacadeHost):
 
 def _importable(item: MemoryRecord | dict[str, Any], max_metadata_bytes: int) -> MemoryRecord:
     """A record that the journal and the index will both take, or ``InputError`` saying why not."""
-    if not isinstance(item, MemoryRecord):
-        if not isinstance(item, dict):
-            raise InputError(f"a record must be a MemoryRecord or a dict, got {type(item).__name__}")
-        now = time.time()
-        try:
-            item = MemoryRecord.model_validate({"created_at": now, "updated_at": now, **item})
-        except ValidationError as exc:
-            where, what = first_problem(exc)
-            raise InputError(f"not a memory record: {where}: {what}") from exc
-    check_id("user_id", item.user_id)
-    if point_id(item.id) is None:
-        raise InputError(f"memory id {item.id!r} must be a UUID string")
-    check_bounded_text(f"memory {item.id}", item.memory, 10_000_000, "the text limit")
-    check_metadata(f"memory {item.id} metadata", item.metadata, max_metadata_bytes)
-    return item
+    if isinstance(item, MemoryRecord):  # validated again: a copy made with model_copy(update=) never was
+        item = item.model_dump()
+    if not isinstance(item, dict):
+        raise InputError(f"a record must be a MemoryRecord or a dict, got {type(item).__name__}")
+    now = time.time()
+    try:
+        record = MemoryRecord.model_validate({"created_at": now, "updated_at": now, **item})
+    except ValidationError as exc:
+        where, what = first_problem(exc)
+        raise InputError(f"not a memory record: {where}: {what}") from exc
+    if point_id(record.id) is None:
+        raise InputError(f"memory id {record.id!r} must be a UUID string")
+    return check_record(record, max_metadata_bytes)
 
 
 def prepare_repair(config: Config, *, from_index: bool) -> RepairReport:

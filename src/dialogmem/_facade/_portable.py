@@ -11,7 +11,10 @@ it holds:
 * ``memory`` — a memory record (id, sources, times, metadata, access counts...) with its status
   (``active``, ``evicted`` from MTM, ``deleted``) and, optionally, its vector (base64 of
   little-endian float32);
-* ``history`` — one change of one memory, with its own time and the whole previous record.
+* ``history`` — one change of one memory, with its own time and the whole previous record;
+* ``end`` — the last line (version 2 on): how many record lines came between the header and it. A
+  file or a stream cut short at a line boundary still parses line by line; without this line (or
+  with another count) it is refused instead of being taken as complete.
 
 Pure data: no I/O. ``docs/export-schema.json`` is generated from these models (:func:`json_schema`)
 and a test checks that the committed file is the generated one.
@@ -30,7 +33,8 @@ from .._journal import TurnStatus
 from .._types import HistoryEntry, MemoryRecord, Turn
 
 FORMAT = "dialogmem-export"
-VERSION = 1
+#: 2: files end with an ``end`` line (version 1 files, without it, are still read)
+VERSION = 2
 
 TurnState = Literal["processed", "pending", "dropped"]
 MemoryStatus = Literal["active", "evicted", "deleted"]
@@ -48,7 +52,8 @@ class HeaderLine(_Line):
 
     kind: Literal["header"] = "header"
     format: Literal["dialogmem-export"] = "dialogmem-export"
-    version: int = Field(VERSION, ge=1, description="the format version; this dialogmem reads version 1")
+    version: int = Field(VERSION, ge=1, le=2**31, description="the format version; this dialogmem reads versions 1 "
+                         "and 2 (2: the file ends with an end line)")
     embedder: str | None = Field(None, description="identity of the embedder that wrote the vectors of the "
                                  "memory lines (null: the file carries no vectors; they are computed on import)")
     users: list[str] = Field(default_factory=list, description="the users whose records follow")
@@ -90,10 +95,20 @@ class HistoryLine(_Line):
     entry: HistoryEntry
 
 
-RecordLine = Annotated[TurnLine | QuarantinedLine | MemoryLine | HistoryLine, Field(discriminator="kind")]
-AnyLine = Annotated[HeaderLine | TurnLine | QuarantinedLine | MemoryLine | HistoryLine, Field(discriminator="kind")]
+class EndLine(_Line):
+    """The last line of a file (format version 2 on): a file without it was cut short."""
 
-RECORD_LINE: TypeAdapter[TurnLine | QuarantinedLine | MemoryLine | HistoryLine] = TypeAdapter(RecordLine)
+    kind: Literal["end"] = "end"
+    records: int = Field(ge=0, le=2**63 - 1, description="the number of lines between the header and this one")
+
+
+#: a line holding a record (not the header or the end line)
+Record = TurnLine | QuarantinedLine | MemoryLine | HistoryLine
+RecordLine = Annotated[TurnLine | QuarantinedLine | MemoryLine | HistoryLine | EndLine, Field(discriminator="kind")]
+AnyLine = Annotated[HeaderLine | TurnLine | QuarantinedLine | MemoryLine | HistoryLine | EndLine,
+                    Field(discriminator="kind")]
+
+RECORD_LINE: TypeAdapter[TurnLine | QuarantinedLine | MemoryLine | HistoryLine | EndLine] = TypeAdapter(RecordLine)
 
 
 def dump_line(line: BaseModel) -> str:
@@ -123,9 +138,10 @@ def json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://dialogmem.dev/schema/{FORMAT}-v{VERSION}.json",
         "title": f"{FORMAT} version {VERSION}: one line of a JSON Lines file",
-        "description": ("A dialogmem export is UTF-8 JSON Lines: the first line is a header, every other line "
-                        "a turn, quarantined, memory or history record. Importing refuses a file whose line "
-                        "does not match, naming the line."),
+        "description": ("A dialogmem export is UTF-8 JSON Lines: the first line is a header, then turn, "
+                        "quarantined, memory and history records, and (version 2) an end line counting them. "
+                        "Importing refuses a file whose line does not match, naming the line, and a version 2 "
+                        "file whose end line is missing or counts otherwise."),
         **schema,
     }
 

@@ -31,18 +31,20 @@ from .._journal import TurnStatus
 from .._models._factory import embedder_identity
 from .._store._payload import point_id
 from .._types import AddResult, ExportReport, HistoryEntry, ImportReport, MemoryRecord, Turn
-from ._foreign import chat_logs, mem0_lines
+from ._foreign import chat_logs, mem0_lines, with_content_ids
 from ._host import FacadeHost
-from ._input import check_bounded_text, check_id, check_metadata
+from ._input import check_bounded_text, check_id, check_metadata, check_record, to_turns
 from ._portable import (
     RECORD_LINE,
     TURN_STATUS,
     VERSION,
+    EndLine,
     HeaderLine,
     HistoryLine,
     MemoryLine,
     MemoryStatus,
     QuarantinedLine,
+    Record,
     TurnLine,
     decode_vector,
     dump_line,
@@ -103,10 +105,13 @@ class Transfer(FacadeHost):
                 header = HeaderLine(embedder=self._embedder_id() if vectors else None, users=users,
                                     exported_at=time.time())
                 out.write(dump_line(header) + "\n")
+                records = 0
                 for uid in users:
                     for line in self._user_lines(uid, vectors):
                         out.write(dump_line(line) + "\n")
                         _count(report, line)
+                        records += 1
+                out.write(dump_line(EndLine(records=records)) + "\n")  # a reader knows it has it all
             report.seconds = round(time.perf_counter() - started, 3)
             return report
 
@@ -167,8 +172,11 @@ class Transfer(FacadeHost):
         (``without_sources`` lists them; ``metadata.imported_from`` is ``"mem0"``)."""
         check_id("user_id", user_id)
         with tempfile.TemporaryFile("w+", encoding="utf-8") as f:
+            records = -1  # the header is not a record
             for line in mem0_lines(memories, user_id, history=history):
                 f.write(dump_line(line) + "\n")
+                records += 1
+            f.write(dump_line(EndLine(records=records)) + "\n")
             f.seek(0)
             return self.import_(f)
 
@@ -176,10 +184,19 @@ class Transfer(FacadeHost):
         """Plain chat logs through the write path (their memories are made here, with L2 sources): a
         JSON file holding one OpenAI ``messages`` list (or ``{"messages": [...]}``), or JSON Lines
         holding one conversation per line. Each conversation is a session (``<file stem>-<n>``). Every
-        conversation is read and checked before the first is added."""
+        conversation is read and checked (as ``add`` checks messages) before the first is added, so a
+        bad one adds nothing. A message's id comes from its conversation's content and its place in
+        it: importing a file again, or a corrected one, adds no conversation twice."""
         check_id("user_id", user_id)
         path = Path(source)
-        conversations = chat_logs(path)
+        conversations = [with_content_ids(messages) for messages in chat_logs(path)]
+        w = self.config.write
+        for n, messages in enumerate(conversations, 1):
+            try:
+                to_turns(messages, user_id, session_id=f"{path.stem}-{n}", timestamp=None, metadata=None,
+                         agent_id=None, max_chars=w.max_turn_chars, max_metadata_bytes=w.max_metadata_bytes)
+            except InputError as exc:
+                raise InputError(f"{path.name}, conversation {n}: {exc}") from None
         out = AddResult(turn_ids=[])
         for n, messages in enumerate(conversations, 1):
             got = self.add(messages, user_id, session_id=f"{path.stem}-{n}", flush=True)
@@ -201,6 +218,8 @@ class Transfer(FacadeHost):
         plan = _Plan(header=header, use_vectors=header.embedder == store_embedder)
         pending_turns: dict[str, dict[str, tuple[int, str]]] = {}
         orphans: list[tuple[int, str, str]] = []  # history rows met before their memory: (line, user, memory)
+        records = 0
+        end: EndLine | None = None
         for n, text in lines:
             try:
                 line = RECORD_LINE.validate_json(text)
@@ -208,6 +227,15 @@ class Transfer(FacadeHost):
                 where, what = first_problem(exc)
                 where = where.partition(".")[2] if where.split(".")[0] in KINDS else where  # the kind's own tag
                 raise InputError(f"{name} line {n}: {where + ': ' if where else ''}{what}") from None
+            if end is not None:
+                raise InputError(f"{name} line {n}: a line after the end line")
+            if isinstance(line, EndLine):
+                if line.records != records:
+                    raise InputError(f"{name} line {n}: the end line counts {line.records} records, the file holds "
+                                     f"{records}: it was cut or changed")
+                end = line
+                continue
+            records += 1
             try:
                 self._check_line(plan, n, line, pending_turns, orphans)
             except InputError as exc:
@@ -215,13 +243,16 @@ class Transfer(FacadeHost):
             if sum(map(len, pending_turns.values())) >= BATCH:
                 self._check_turns(name, pending_turns)
         self._check_turns(name, pending_turns)
+        if end is None and header.version >= 2:
+            raise InputError(f"{name} ends after {records} records without its end line: it was cut short (a "
+                             "version 2 export ends with {\"kind\": \"end\", ...})")
         for n, uid, mid in orphans:
             if plan.file_memories.get(mid) != uid:
                 raise InputError(f"{name} line {n}: a history row of memory {mid}, which is not a memory of user "
                                  f"{uid!r} in this file")
         return plan
 
-    def _check_line(self, plan: _Plan, n: int, line: TurnLine | QuarantinedLine | MemoryLine | HistoryLine,
+    def _check_line(self, plan: _Plan, n: int, line: Record,
                     pending_turns: dict[str, dict[str, tuple[int, str]]],
                     orphans: list[tuple[int, str, str]]) -> None:
         w = self.config.write
@@ -239,11 +270,9 @@ class Transfer(FacadeHost):
             pending_turns.setdefault(uid, {})[t.id] = (n, t.content)
         elif isinstance(line, MemoryLine):
             r = line.record
-            uid = check_id("user_id", r.user_id)
             if point_id(r.id) != r.id:
                 raise InputError(f"memory id {r.id!r} must be a UUID string in canonical form")
-            check_bounded_text(f"memory {r.id}", r.memory, 10_000_000, "the text limit")
-            check_metadata(f"memory {r.id} metadata", r.metadata, w.max_metadata_bytes)
+            uid = check_record(r, w.max_metadata_bytes).user_id
             if r.id in plan.file_memories:
                 raise InputError(f"memory {r.id} appears twice")
             owner = self._parts.journal.memory_owner(r.id)
@@ -259,8 +288,10 @@ class Transfer(FacadeHost):
         else:
             uid = check_id("user_id", line.user_id)
             check_id("actor", line.entry.actor)
-            if line.entry.previous is not None and line.entry.previous.user_id != uid:
-                raise InputError(f"a history row of user {uid!r} holds a record of another user")
+            if line.entry.previous is not None:
+                if line.entry.previous.user_id != uid:
+                    raise InputError(f"a history row of user {uid!r} holds a record of another user")
+                check_record(line.entry.previous, w.max_metadata_bytes)
             if plan.file_memories.get(line.entry.memory_id) != uid:
                 orphans.append((n, uid, line.entry.memory_id))
 
@@ -291,16 +322,18 @@ class Transfer(FacadeHost):
         report = ImportReport(users=sorted(plan.users))
         lines = _numbered(f)
         next(lines)  # the header
-        batch: list[TurnLine | QuarantinedLine | MemoryLine | HistoryLine] = []
+        batch: list[Record] = []
         for _, text in lines:
-            batch.append(RECORD_LINE.validate_json(text))
+            line = RECORD_LINE.validate_json(text)
+            if not isinstance(line, EndLine):
+                batch.append(line)
             if len(batch) >= BATCH:
                 self._write_batch(batch, plan, report)
                 batch = []
         self._write_batch(batch, plan, report)
         return report
 
-    def _write_batch(self, lines: list[TurnLine | QuarantinedLine | MemoryLine | HistoryLine], plan: _Plan,
+    def _write_batch(self, lines: list[Record], plan: _Plan,
                      report: ImportReport) -> None:
         by_user: dict[str, _Batch] = {}
         for line in lines:

@@ -22,7 +22,7 @@ import numpy as np
 from .._changes import GraphCommit
 from .._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
 from .._types import MemoryRecord
-from ._memories import ID_PART, _marks, _parts
+from ._memories import ID_PART, _marks, _parts, memory_row
 
 Row = Any
 
@@ -174,12 +174,7 @@ class GraphRows:
             "WHERE status IN ('active', 'evicted') AND (updated_at > ? OR (access_count >= ? AND last_accessed > ?) "
             "OR EXISTS (SELECT 1 FROM ltm_pending p WHERE p.user_id = memories.user_id AND p.memory_id = memories.id)) "
             "ORDER BY float_time_stamp, id", (since, min_access, since))
-        out = []
-        for r in rows:
-            record = MemoryRecord.model_validate_json(r["payload"])
-            out.append((record.model_copy(update={"access_count": r["access_count"],
-                                                  "last_accessed": r["last_accessed"]}), r["status"]))
-        return out
+        return [(memory_row(r), r["status"]) for r in rows]
 
     def store_identities(self) -> tuple[list[str], list[str]]:
         """(every speaker name, every user id) of the store: what LTM must never contain."""

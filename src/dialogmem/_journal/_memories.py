@@ -18,7 +18,7 @@ import numpy as np
 
 from .._changes import ChangeSet, GraphCommit, MemoryRemoval, MemoryWrite
 from .._errors import StoreError
-from .._types import HistoryEntry, MemoryRecord, Turn
+from .._types import HistoryEntry, MemoryRecord, Turn, stored_record, unix_time_or_none
 from .._usage import StageUsage
 from ._schema import IndexState, TurnStatus
 
@@ -188,7 +188,7 @@ class MemoryRows:
     def memory(self, user_id: str, memory_id: str, *, statuses: Sequence[str] = ("active",)) -> MemoryRecord | None:
         rows = self._query(f"{_SELECT} WHERE user_id=? AND id=? AND status IN ({_marks(statuses)})",
                            [user_id, memory_id, *statuses])
-        return _record(rows[0]) if rows else None
+        return memory_row(rows[0]) if rows else None
 
     def memories(self, user_id: str, *, statuses: Sequence[str] = ("active",), after_id: str | None = None,
                  limit: int = 100, tier: str | None = None, ids: Sequence[str] | None = None,
@@ -205,10 +205,10 @@ class MemoryRows:
         if tier is not None:
             sql, params = sql + " AND tier=?", [*params, tier]
         if ids is None:
-            return [_record(r) for r in self._query(sql + " ORDER BY id LIMIT ?", [*params, limit])]
+            return [memory_row(r) for r in self._query(sql + " ORDER BY id LIMIT ?", [*params, limit])]
         rows = [r for part in _parts(ids, ID_PART)
                 for r in self._query(sql + f" AND id IN ({_marks(part)}) ORDER BY id LIMIT ?", [*params, *part, limit])]
-        return [_record(r) for r in sorted(rows, key=lambda r: r["id"])[:limit]]
+        return [memory_row(r) for r in sorted(rows, key=lambda r: r["id"])[:limit]]
 
     def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -254,7 +254,7 @@ class MemoryRows:
                 sql, params = sql + " AND user_id=?", [*params, user_id]
             rows = self._query(sql + " ORDER BY id LIMIT ?", [*params, batch])
             for r in rows:
-                yield _record(r), _vector(r["vector"]), IndexState(r["index_state"])
+                yield memory_row(r), _vector(r["vector"]), IndexState(r["index_state"])
             if len(rows) < batch:
                 return
             last = rows[-1]["id"]
@@ -304,9 +304,11 @@ def _payload(record: MemoryRecord) -> str:
     return record.model_dump_json(exclude={"access_count", "last_accessed"})
 
 
-def _record(row: Row) -> MemoryRecord:
-    record = MemoryRecord.model_validate_json(row["payload"])
-    return record.model_copy(update={"access_count": row["access_count"], "last_accessed": row["last_accessed"]})
+def memory_row(row: Row) -> MemoryRecord:
+    """The record of a ``memories`` row (payload, access columns), mending what an older version let in."""
+    record = stored_record(row["payload"])
+    return record.model_copy(update={"access_count": max(0, row["access_count"] or 0),
+                                     "last_accessed": unix_time_or_none(row["last_accessed"])})
 
 
 def _vector(blob: bytes | None) -> np.ndarray | None:

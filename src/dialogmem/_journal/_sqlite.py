@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import InputError, SchemaVersionError, StoreError
-from .._types import Event, HistoryEntry, MemoryRecord, QuarantinedTurn, Turn
+from .._types import Event, HistoryEntry, QuarantinedTurn, Turn, mend_stored, stored_record
 from .._usage import StageUsage
 from ._graph import GraphRows
 from ._keys import KeyRows
@@ -182,7 +182,7 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
         data = dict(row)
         data.pop("error", None)
         data["metadata"] = json.loads(data["metadata"])
-        return Turn.model_validate(data)
+        return mend_stored(Turn, data, f"turn {data.get('id')!r} of user {data.get('user_id')!r}")
 
     def turns(self, user_id: str, *, ids: Iterable[str] | None = None, status: TurnStatus | None = None,
               limit: int | None = None) -> list[Turn]:
@@ -284,8 +284,8 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
         for r in rows:
             data: dict[str, Any] = dict(r)
             raw = data.pop("old_record")
-            data["previous"] = MemoryRecord.model_validate_json(raw) if raw else None
-            out.append(HistoryEntry.model_validate(data))
+            data["previous"] = stored_record(raw) if raw else None
+            out.append(mend_stored(HistoryEntry, data, f"a history row of memory {memory_id!r}"))
         return out
 
     # -- sleep bookkeeping ----------------------------------------------------------------

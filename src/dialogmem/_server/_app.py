@@ -21,6 +21,7 @@ from ._errors import error_responses, install_handlers
 from ._jobs import SleepJobs
 from ._limits import BodyLimit, BodyTimeout, RateLimit
 from ._models import Health
+from ._origin import KeylessGuard
 from ._routes_data import STREAMED_PATHS
 from ._routes_data import router as data_router
 from ._routes_memories import router as memories_router
@@ -80,8 +81,10 @@ def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: 
     if ui:  # between the key check and the rate limit: a signed-in browser counts under its key
         from ._ui import UIGuard, install_ui
 
-        app.add_middleware(UIGuard, sessions=install_ui(app, verify), verify=verify)
+        app.add_middleware(UIGuard, sessions=install_ui(app, verify, settings), verify=verify)
     app.add_middleware(KeyAuth, verify=verify, protected=("/v1", "/mcp"))
+    if verify is None:  # without keys: this machine's programs only, never another site's page
+        app.add_middleware(KeylessGuard, prefixes=("/v1", "/mcp"))
     return app
 
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from .._errors import DialogmemError, InputError, StoreError
 from .._text._words import missing_words
-from .._types import MemoryRecord
+from .._types import MemoryRecord, stored_record
 
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -81,10 +81,8 @@ def from_payload(payload: dict[str, Any] | None) -> MemoryRecord:
     payload = payload or {}
     packed = payload.get(RECORD_FIELD)
     try:
-        if isinstance(packed, str):
-            return MemoryRecord.model_validate_json(packed)
-        return MemoryRecord.model_validate(payload)
-    except ValidationError as exc:
+        return stored_record(packed if isinstance(packed, str) else payload)
+    except (ValidationError, ValueError) as exc:
         raise StoreError(f"stored payload is not a valid memory record: {exc}") from exc
 
 

@@ -2,8 +2,10 @@
 
 One item is one memory of the user named by ``namespace[0]``:
 
-- its id is a UUID derived from the whole namespace and the key, so ``get(namespace, key)`` is one
-  lookup by id and the same item always lands on the same memory;
+- its id is ``Memory.derived_id(user, [namespace..., key])``: keyed by the store's secret and the
+  user, so ``get(namespace, key)`` is one lookup by id, the same item always lands on the same
+  memory, and no other user can compute (and so occupy or probe) it. Items written before this
+  (ids computable by anyone: :func:`legacy_item_id`) are still found, and kept where they are;
 - its metadata holds the item under ``"langgraph"``: ``{"namespace": [...], "key": ..., "value": {...}}``;
   ``get`` and ``search`` return that value exactly as it was put;
 - its text is a rendering of the value (or of the ``index=`` fields), which is what dialogmem embeds
@@ -19,7 +21,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,9 +50,14 @@ class NamespaceError(InputError, InvalidNamespaceError):
     LangGraph's ``InvalidNamespaceError``, so either kind of caller can catch it."""
 
 
-def item_id(namespace: Namespace, key: str) -> str:
-    """The memory id of an item: stable, and different for every (namespace, key)."""
-    return str(uuid.uuid5(_ITEM_NS, json.dumps([*namespace, key], ensure_ascii=False)))
+def item_name(namespace: Namespace, key: str) -> str:
+    """What ``Memory.derived_id`` derives an item's memory id from."""
+    return json.dumps([*namespace, key], ensure_ascii=False)
+
+
+def legacy_item_id(namespace: Namespace, key: str) -> str:
+    """The id an item got before ids were keyed by the store's secret (anyone could compute it)."""
+    return str(uuid.uuid5(_ITEM_NS, item_name(namespace, key)))
 
 
 def check_labels(namespace: Namespace, *, what: str = "namespace") -> Namespace:
@@ -113,11 +120,12 @@ def _plain(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 
-def new_record(user_id: str, namespace: Namespace, key: str, value: dict[str, Any], text: str) -> dict[str, Any]:
+def new_record(memory_id: str, user_id: str, namespace: Namespace, key: str, value: dict[str, Any],
+               text: str) -> dict[str, Any]:
     """A fresh memory record (as ``Memory.import_records`` takes it) holding one item."""
     now = time.time()
     iso, ts, weekday = to_fields(datetime.now().replace(microsecond=0))
-    return {"id": item_id(namespace, key), "user_id": user_id, "agent_id": agent_of(namespace), "memory": text,
+    return {"id": memory_id, "user_id": user_id, "agent_id": agent_of(namespace), "memory": text,
             "time_stamp": iso, "float_time_stamp": ts, "weekday": weekday, "keywords": memory_keywords(text),
             "entities": entities(text), "created_at": now, "updated_at": now,
             "metadata": item_metadata(namespace, key, value)}
@@ -127,8 +135,10 @@ def item_metadata(namespace: Namespace, key: str, value: dict[str, Any]) -> dict
     return {FIELD: {"namespace": list(namespace), "key": key, "value": value}}
 
 
-def stored_item(record: MemoryRecord) -> tuple[Namespace, str, dict[str, Any]] | None:
-    """(namespace, key, value) of a memory that holds an item; ``None`` for any other memory."""
+def stored_item(record: MemoryRecord, ids: Callable[[Namespace, str], tuple[str, ...]]
+                ) -> tuple[Namespace, str, dict[str, Any]] | None:
+    """(namespace, key, value) of a memory that holds an item (its id is one of ``ids(namespace,
+    key)``); ``None`` for any other memory."""
     held = record.metadata.get(FIELD)
     if not isinstance(held, dict):
         return None
@@ -136,12 +146,13 @@ def stored_item(record: MemoryRecord) -> tuple[Namespace, str, dict[str, Any]] |
     if not (isinstance(namespace, list) and isinstance(key, str) and isinstance(value, dict)):
         return None
     ns = tuple(str(label) for label in namespace)
-    return (ns, key, value) if record.id == item_id(ns, key) else None
+    return (ns, key, value) if record.id in ids(ns, key) else None
 
 
-def to_item(record: MemoryRecord, *, score: float | None = None, search: bool = False) -> Item | None:
+def to_item(record: MemoryRecord, ids: Callable[[Namespace, str], tuple[str, ...]], *, score: float | None = None,
+            search: bool = False) -> Item | None:
     """The LangGraph item a memory holds (a ``SearchItem`` for search results), or ``None``."""
-    held = stored_item(record)
+    held = stored_item(record, ids)
     if held is None:
         return None
     namespace, key, value = held
@@ -164,6 +175,7 @@ def check_filter(flt: object) -> dict[str, Any] | None:
         return None
     if not isinstance(flt, dict):
         raise InputError(f"filter must be a dict, got {type(flt).__name__}")
+    _string_keys("filter", flt)
     for name, want in flt.items():
         if isinstance(want, dict):
             ops = [k for k in want if isinstance(k, str) and k.startswith("$")]
@@ -173,6 +185,20 @@ def check_filter(flt: object) -> dict[str, Any] | None:
             if ops and len(ops) != len(want):
                 raise InputError(f"filter.{name} mixes operators and fields")
     return flt
+
+
+def _string_keys(where: str, value: object, depth: int = 0) -> None:
+    """Every key of a filter, at every level, is a string (a value's keys are: it is JSON)."""
+    if depth > 32:
+        raise InputError(f"{where} is nested more than 32 levels deep")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InputError(f"{where} has a key of type {type(k).__name__} ({k!r}); filter keys are strings")
+            _string_keys(f"{where}.{k}", v, depth + 1)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _string_keys(f"{where}[{i}]", v, depth + 1)
 
 
 def value_matches(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:

@@ -45,8 +45,9 @@ from ._lgitems import (
     check_key,
     check_labels,
     check_value,
-    item_id,
     item_metadata,
+    item_name,
+    legacy_item_id,
     namespace_matches,
     new_record,
     render,
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 #: dialogmem's own bound on one search's hits; a query search ranks at most this many memories
 MAX_SEARCH_HITS = 200
 _PAGE = 1000
+#: derived item ids kept by one store object
+_ID_CACHE = 10_000
 
 
 class MemoryVerbs(Protocol):
@@ -82,6 +85,8 @@ class MemoryVerbs(Protocol):
 
     def import_records(self, records: Iterable[MemoryRecord | dict[str, Any]]) -> int: ...
 
+    def derived_id(self, user_id: str, name: str) -> str: ...
+
 
 class DialogmemStore(BaseStore):
     """LangGraph long-term memory backed by a dialogmem ``Memory``.
@@ -97,8 +102,16 @@ class DialogmemStore(BaseStore):
     supports_ttl = False
 
     def __init__(self, memory: MemoryVerbs, *, actor: str = "langgraph") -> None:
+        missing = [verb for verb in ("get", "get_all", "search", "update", "delete", "import_records", "derived_id")
+                   if not callable(getattr(memory, verb, None))]
+        if missing:
+            raise ConfigError(f"DialogmemStore needs a dialogmem Memory (open in this process); "
+                              f"{type(memory).__name__} lacks {', '.join(missing)}. A remote Client cannot hold "
+                              "items: their ids are keyed by the store's secret, which no client sees. Run the "
+                              "graph beside the store, or use the Client's own verbs.")
         self.memory = memory
         self.actor = actor
+        self._derived: dict[tuple[str, str], str] = {}  # (user, item name) -> derived id (a bounded cache)
 
     # -- BaseStore --------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -122,18 +135,34 @@ class DialogmemStore(BaseStore):
             return self._search(op)
         return self._list_namespaces(op)
 
+    def _ids(self, namespace: Namespace, key: str) -> tuple[str, ...]:
+        """The ids this item may have: its derived one, then the one of an older dialogmem."""
+        name = item_name(namespace, key)
+        cache_key = (namespace[0], name)
+        derived = self._derived.get(cache_key)
+        if derived is None:
+            derived = self.memory.derived_id(namespace[0], name)
+            if len(self._derived) >= _ID_CACHE:
+                self._derived.clear()
+            self._derived[cache_key] = derived
+        return derived, legacy_item_id(namespace, key)
+
     def _record(self, namespace: Namespace, key: str) -> MemoryRecord | None:
         """The memory holding this item, or ``None`` (never put, deleted, or another user's)."""
-        try:
-            record = self.memory.get(item_id(namespace, key), user_of(namespace))
-        except NotFoundError:
-            return None
-        held = stored_item(record)
-        return record if held is not None and held[:2] == (namespace, key) else None
+        user = user_of(namespace)
+        for memory_id in self._ids(namespace, key):
+            try:
+                record = self.memory.get(memory_id, user)
+            except NotFoundError:
+                continue
+            held = stored_item(record, self._ids)
+            if held is not None and held[:2] == (namespace, key):
+                return record
+        return None
 
     def _get(self, namespace: Namespace, key: str) -> Item | None:
         record = self._record(namespace, key)
-        return None if record is None else to_item(record)
+        return None if record is None else to_item(record, self._ids)
 
     def _put(self, op: PutOp) -> None:
         user = user_of(op.namespace)
@@ -145,7 +174,8 @@ class DialogmemStore(BaseStore):
         value = dict(op.value)
         text = render(op.key, value, op.index or None)
         if old is None:
-            self.memory.import_records([new_record(user, op.namespace, op.key, value, text)])
+            memory_id = self._ids(op.namespace, op.key)[0]
+            self.memory.import_records([new_record(memory_id, user, op.namespace, op.key, value, text)])
         else:
             self.memory.update(old.id, text, user, actor=self.actor,
                                metadata={**old.metadata, **item_metadata(op.namespace, op.key, value)})
@@ -160,12 +190,12 @@ class DialogmemStore(BaseStore):
             want = min(MAX_SEARCH_HITS, max(20, 3 * (op.offset + op.limit)))
             for hit in self.memory.search(op.query, user, limit=want).hits:
                 record = self._hit_record(hit.id, user)
-                item = None if record is None else to_item(record, score=hit.score, search=True)
+                item = None if record is None else to_item(record, self._ids, score=hit.score, search=True)
                 if isinstance(item, SearchItem) and _within(item, prefix, op.filter):
                     found.append(item)
         else:
             for record in self._all(user):
-                item = to_item(record, search=True)
+                item = to_item(record, self._ids, search=True)
                 if isinstance(item, SearchItem) and _within(item, prefix, op.filter):
                     found.append(item)
             found.sort(key=lambda i: (-i.updated_at.timestamp(), i.namespace, i.key))
@@ -189,7 +219,7 @@ class DialogmemStore(BaseStore):
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = tuple(op.match_conditions or ())
         user = _listed_user(conditions)
-        namespaces = {held[0] for record in self._all(user) if (held := stored_item(record)) is not None}
+        namespaces = {held[0] for record in self._all(user) if (held := stored_item(record, self._ids)) is not None}
         chosen = [ns for ns in namespaces if namespace_matches(ns, conditions)]
         if op.max_depth is not None:
             chosen = list({ns[:op.max_depth] for ns in chosen})

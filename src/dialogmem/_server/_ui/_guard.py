@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..._apikeys import ApiKey
 from ..._errors import StoreError
 from .._auth import NO_AUTH, send_error
+from .._origin import loopback_host
 from ._session import COOKIE, Sessions
 
 log = logging.getLogger(__name__)
@@ -47,16 +48,6 @@ def session_token(scope: Scope) -> str | None:
     return None
 
 
-def _loopback_host(scope: Scope) -> bool:
-    """Whether the request's Host header names this machine's loopback (with any port)."""
-    host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), "")
-    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-    return name in LOOPBACK_NAMES
-
-
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-
-
 class UIGuard:
     """``verify`` is the key check (``Memory.verify_key``), or None for a store served without keys."""
 
@@ -78,7 +69,7 @@ class UIGuard:
                 message = {**message, "headers": [*message.get("headers", []), *HEADERS]}
             await send(message)
 
-        if self.verify is None and not _loopback_host(scope):
+        if self.verify is None and not loopback_host(scope.get("headers", [])):
             # without keys anyone who reaches a page is an admin: a page of another site that
             # rebinds its name to 127.0.0.1 arrives with that name as Host, and is refused
             await send_error(send_with_headers, 403, "Forbidden", "the keyless inspector answers to 127.0.0.1 "

@@ -3,8 +3,10 @@ forgetting a user."""
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Annotated
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import anyio.to_thread
 from fastapi import APIRouter, Form, Request
@@ -23,6 +25,7 @@ from ._web import (
     memory_of,
     render,
     see_other,
+    segment,
     ui_state,
 )
 
@@ -59,6 +62,14 @@ async def login(request: Request, api_key: Annotated[str, Form(max_length=200)] 
         return render(request, "login.html", {"error": "This sign-in form did not come from this inspector."},
                       status=403)
     text = api_key.strip()
+    client = request.client.host if request.client else ""
+    wait = state.signins.wait(client, text, time.monotonic())
+    if wait > 0:
+        seconds = max(1, math.ceil(wait))
+        refused = render(request, "login.html", {"error": f"Too many sign-in attempts: try again in {seconds} s."},
+                         status=429)
+        refused.headers["retry-after"] = str(seconds)
+        return refused
     memory = memory_of(request)
     key = await anyio.to_thread.run_sync(memory.verify_key, text) if state.keys and text else None
     if state.keys and key is None:
@@ -81,9 +92,9 @@ async def logout(request: Request, who: PrincipalDep) -> Response:
 async def start(request: Request, who: PrincipalDep, user_id: str = "") -> Response:
     """A user key lands on its memories; an admin key picks a user by id."""
     if who.key.role == "user" and who.key.user_id:
-        return see_other(f"{PREFIX}/users/{quote(who.key.user_id, safe='')}/memories")
+        return see_other(f"{PREFIX}/users/{segment(who.key.user_id)}/memories")
     if user_id.strip():
-        return see_other(f"{PREFIX}/users/{quote(user_id.strip(), safe='')}/memories")
+        return see_other(f"{PREFIX}/users/{segment(user_id.strip())}/memories")
     return render(request, "start.html", {}, who=who)
 
 
@@ -94,8 +105,8 @@ async def forget(request: Request, user_id: UserDep, who: PrincipalDep) -> Respo
         return confirm_page(request, who, title="Forget this user",
                             question="Remove every memory, raw turn, vector and history row of this user? "
                                      "This cannot be undone.",
-                            action=f"{PREFIX}/users/{quote(user_id, safe='')}/forget", fields=fields,
-                            back=f"{PREFIX}/users/{quote(user_id, safe='')}/memories")
+                            action=f"{PREFIX}/users/{segment(user_id)}/forget", fields=fields,
+                            back=f"{PREFIX}/users/{segment(user_id)}/memories")
     try:
         counts = await anyio.to_thread.run_sync(memory_of(request).forget_user, user_id)
     except DialogmemError as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from functools import partial
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 import anyio.to_thread
 from fastapi import APIRouter, Request
@@ -28,6 +28,7 @@ from ._web import (
     one,
     render,
     see_other,
+    segment,
     ui_state,
 )
 
@@ -37,11 +38,11 @@ AROUND = 2
 
 
 def user_url(user_id: str, rest: str = "") -> str:
-    return f"{PREFIX}/users/{quote(user_id, safe='')}{rest}"
+    return f"{PREFIX}/users/{segment(user_id)}{rest}"
 
 
 def memory_url(user_id: str, memory_id: str, rest: str = "") -> str:
-    return user_url(user_id, f"/memories/{quote(memory_id, safe='')}{rest}")
+    return user_url(user_id, f"/memories/{segment(memory_id)}{rest}")
 
 
 def timed(request: Request, name: str, started: float, response: Response) -> Response:

@@ -3,6 +3,7 @@ a page may show, the CSRF check and the confirmation step of a change."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from ..._errors import InputError
 from ..._facade._input import check_id
 from ..._facade._memory import Memory
 from ._session import Session, Sessions
+from ._signin import SignInLimits
 from ._timings import Timings
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ class UIState:
     templates: Jinja2Templates
     keys: bool  # False for a store served without keys (``dialogmem ui``): every session is an admin
     timings: Timings = field(default_factory=Timings)
+    signins: SignInLimits = field(default_factory=SignInLimits)  # install_ui sizes it by the settings
     #: (user, memories, evicted) -> memories per month and whether the scan stopped early
     month_cache: dict[tuple[str, int, int], tuple[list[tuple[str, float]], bool]] = field(default_factory=dict)
     month_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -46,9 +49,32 @@ def make_templates() -> Jinja2Templates:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["when"] = _when
-    env.filters["seg"] = lambda text: quote(str(text), safe="")  # one URL path segment
+    env.filters["seg"] = lambda text: segment(str(text))  # one URL path segment
     env.filters["hidden"] = hidden_chars
     return Jinja2Templates(env=env)
+
+
+def segment(text: str) -> str:
+    """``text`` as one URL path segment that comes back as it was (:func:`from_segment`).
+
+    Percent-encoding is not enough for every id: the server decodes ``%2F`` into a ``/`` before it
+    routes, and a browser resolves ``.``, ``..`` (and ``%2E%2E``) as steps up the path. Such an id
+    (and one that starts with ``~``, to keep the two forms apart) is written as ``~`` and the
+    unpadded base64url of its UTF-8 bytes."""
+    if text in (".", "..") or text.startswith("~") or any(c in text for c in "/\\%"):
+        return "~" + base64.urlsafe_b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii").rstrip("=")
+    return quote(text, safe="")
+
+
+def from_segment(seg: str) -> str:
+    """The id a path segment written by :func:`segment` holds; ``InputError`` when it holds none."""
+    if not seg.startswith("~"):
+        return seg
+    body = seg[1:]
+    try:
+        return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        raise InputError("not an encoded id") from None
 
 
 #: bidirectional controls and invisible characters that can disguise what a text says
@@ -114,10 +140,11 @@ PrincipalDep = Annotated[Principal, Depends(_principal)]
 
 
 async def _scoped(user_id: str, who: PrincipalDep) -> str:
-    """The user a page names, when this key reaches it. Anything else is the same 404 as an unknown
-    user, so a page never tells another user's data apart from missing data."""
+    """The user a page names (its path segment decoded, :func:`from_segment`), when this key reaches
+    it. Anything else is the same 404 as an unknown user, so a page never tells another user's data
+    apart from missing data."""
     try:
-        check_id("user_id", user_id)
+        user_id = check_id("user_id", from_segment(user_id))
     except InputError:
         raise PageError(404, "Not found.") from None
     if not who.key.reaches(user_id):
