@@ -313,3 +313,60 @@ def test_memory_update_can_replace_metadata_and_refuses_bad_metadata_before_writ
     with pytest.raises(InputError, match="metadata"):
         mem.update(old.id, "Alice likes coffee", "alice", metadata={"bad": {1, 2}})  # type: ignore[dict-item]
     assert mem.get(old.id, "alice").memory == "Alice likes black tea"
+
+
+# -- ids nobody else can take or probe (issue 41 item 4) --------------------------------------------
+def test_another_user_can_neither_occupy_nor_probe_an_items_id(store: DialogmemStore, mem: Memory,
+                                                              tmp_path: Any) -> None:
+    """Item ids used to be uuid5 of namespace + key: alice computed bob's, imported a memory with it
+    (bob's later put failed, his get returned None) and learnt from a 422 whether bob's item existed."""
+    import json as _json
+
+    from dialogmem.integrations._lgitems import item_name, legacy_item_id
+
+    store.put(("bob", "prefs"), "home", {"content": "Bob lives in Porto"})
+    bob_id = item_records(mem, "bob")[0].id
+    assert bob_id == mem.derived_id("bob", item_name(("bob", "prefs"), "home"))
+    assert bob_id != legacy_item_id(("bob", "prefs"), "home")  # what anyone could compute
+    assert mem.derived_id("alice", item_name(("bob", "prefs"), "home")) != bob_id  # per user
+    # alice plants what she can compute: the old derivation of bob's next item, as a user key's import would
+    planted = legacy_item_id(("bob", "prefs"), "car")
+    header = {"kind": "header", "format": "dialogmem-export", "version": 1, "users": ["alice"]}
+    line = {"kind": "memory", "status": "active", "record": {
+        "id": planted, "user_id": "alice", "memory": "squatted", "time_stamp": "2023-05-08T14:00:00",
+        "float_time_stamp": 1.0, "weekday": "Mon", "created_at": 1.0, "updated_at": 1.0}}
+    path = tmp_path / "squat.jsonl"
+    path.write_text(_json.dumps(header) + "\n" + _json.dumps(line) + "\n", encoding="utf-8")
+    assert mem.import_(path).memories == 1
+    store.put(("bob", "prefs"), "car", {"content": "Bob drives a red van"})  # not refused: another id
+    item = store.get(("bob", "prefs"), "car")
+    assert item is not None and item.value == {"content": "Bob drives a red van"}
+    assert mem.get(planted, "alice").memory == "squatted"
+
+
+def test_items_written_under_the_old_ids_are_still_found_and_updated(store: DialogmemStore, mem: Memory) -> None:
+    from dialogmem.integrations._lgitems import item_metadata, legacy_item_id
+
+    old_id = legacy_item_id(("carol", "notes"), "k")
+    mem.import_records([{"id": old_id, "user_id": "carol", "agent_id": "notes", "memory": "old note",
+                         "time_stamp": "2023-05-08T14:00:00", "float_time_stamp": 1.0, "weekday": "Mon",
+                         "metadata": item_metadata(("carol", "notes"), "k", {"content": "old note"})}])
+    item = store.get(("carol", "notes"), "k")
+    assert item is not None and item.value == {"content": "old note"}
+    store.put(("carol", "notes"), "k", {"content": "new note"})
+    assert [r.id for r in item_records(mem, "carol")] == [old_id]  # updated where it is, not doubled
+    got = store.get(("carol", "notes"), "k")
+    assert got is not None and got.value == {"content": "new note"}
+
+
+def test_a_remote_client_is_refused_at_construction() -> None:
+    from dialogmem import Client, ConfigError
+
+    with pytest.raises(ConfigError, match="lacks import_records, derived_id"):
+        DialogmemStore(Client("http://127.0.0.1:9", api_key="x"))  # type: ignore[arg-type]
+
+
+def test_a_filter_key_that_is_not_a_string_is_an_input_error(store: DialogmemStore) -> None:
+    store.put(("dave", "x"), "k", {"n": {"1": 2}})
+    with pytest.raises(InputError, match="filter keys are strings"):
+        store.search(("dave",), filter={"n": {1: 2}})
