@@ -31,6 +31,7 @@ INT64_MAX = 2**63 - 1
 UnixTime = Annotated[float, Field(allow_inf_nan=False, ge=UNIX_MIN, le=UNIX_MAX)]
 Fraction = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=1.0)]
 Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 
 

@@ -122,7 +122,7 @@ def chat_logs(path: Path) -> list[list[dict[str, Any]]]:
     except json.JSONDecodeError:
         pass  # not one JSON document: JSON Lines
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 and kin stay inside a line
         if not line.strip():
             continue
         try:

@@ -111,9 +111,16 @@ AnyLine = Annotated[HeaderLine | TurnLine | QuarantinedLine | MemoryLine | Histo
 RECORD_LINE: TypeAdapter[TurnLine | QuarantinedLine | MemoryLine | HistoryLine | EndLine] = TypeAdapter(RecordLine)
 
 
+#: characters that some line splitters take for a line break (Python's ``str.splitlines``, httpx's
+#: ``iter_lines``) though JSON leaves them raw inside strings: written as escapes, so a text holding
+#: one can never cut a line in two, whatever reads the file
+_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
 def dump_line(line: BaseModel) -> str:
-    """One line of the file (no newline), compact, fields in a fixed order."""
-    return line.model_dump_json(exclude_none=False)
+    """One line of the file (no newline), compact, fields in a fixed order; nothing in it that any
+    line splitter takes for a line break."""
+    return line.model_dump_json(exclude_none=False).translate(_BREAKS)
 
 
 def encode_vector(vector: np.ndarray) -> str:

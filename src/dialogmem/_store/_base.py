@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel
 
-from .._types import MemoryRecord, ScoredRecord
+from .._types import Finite, MemoryRecord, ScoredRecord
 
 #: the scope the shared LTM graph's nodes are indexed under: a ``user_id`` no caller can give
 #: (``check_id`` refuses control characters), so no user's read or write ever reaches it
@@ -31,8 +31,8 @@ class IndexFilter(BaseModel):
 
     agent_id: str | None = None
     session_id: str | None = None
-    time_from: float | None = None  # inclusive, unix seconds
-    time_to: float | None = None  # inclusive
+    time_from: Finite | None = None  # inclusive, unix seconds
+    time_to: Finite | None = None  # inclusive
     speakers: list[str] | None = None  # any of
     tier: str | None = None
     level: str | None = None
