@@ -10,6 +10,7 @@ One allowance: a schema-valid request may still get 422 where the document canno
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -44,7 +45,7 @@ def test_every_operation_passes_every_check(tmp_path: Path) -> None:
     with rest_server(tmp_path / "store", ["alice"], llm=llm) as (url, keys, _):
         run = subprocess.run(
             [*schemathesis_cli(), "--config-file", str(config), "run", f"{url}/openapi.json",
-             "-H", f"Authorization: Bearer {keys['alice']}", "--max-examples", "10", "--seed", "1",
+             "-H", f"Authorization: Bearer {keys['alice']}", "--max-examples", os.environ.get("FUZZ_EXAMPLES", "10"), "--seed", "1",
              "--workers", "1", "--request-timeout", "60", "--no-color"],
             capture_output=True, text=True, timeout=280, check=False)
     out = run.stdout
