@@ -1,7 +1,9 @@
 """dialogmem: long-term memory for LLM agents and chat assistants.
 
 Offline by default (local embeddings, embedded Qdrant Edge, SQLite journal); better with an LLM
-(any OpenAI-compatible endpoint or a local GGUF).
+(any OpenAI-compatible endpoint or a local GGUF). ``pip install dialogmem`` is the client of a server
+(``Client``, ``AsyncClient``, the types of ``dialogmem.types``); ``pip install 'dialogmem[local]'`` adds the
+engine (``Memory``). Names load on first use, so importing the client loads nothing of the engine.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ from ._errors import (
     ServerUnavailableError,
     StoreError,
 )
+from ._extras import MissingPartError, engine_missing
 
 if TYPE_CHECKING:  # the names below load on first use (``__getattr__``), so a client never loads the engine
     from ._api import AsyncMemoryAPI, MemoryAPI
@@ -83,8 +86,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'dialogmem' has no attribute {name!r}")
     import importlib
 
-    from ._extras import engine_missing
-
     try:
         module = importlib.import_module(where, __name__)
     except ModuleNotFoundError as exc:
@@ -135,6 +136,7 @@ __all__ = [
     "MemoryAPI",
     "MemoryRecord",
     "Message",
+    "MissingPartError",
     "NotFoundError",
     "QuarantinedTurn",
     "ReadSettings",
