@@ -1,12 +1,13 @@
 """dialogmem: long-term memory for LLM agents and chat assistants.
 
 Offline by default (local embeddings, embedded Qdrant Edge, SQLite journal); better with an LLM
-(any OpenAI-compatible endpoint or a local GGUF).
+(any OpenAI-compatible endpoint or a local GGUF). ``pip install dialogmem`` is the client of a server
+(``Client``, ``AsyncClient``, the types of ``dialogmem.types``); ``pip install 'dialogmem[local]'`` adds the
+engine (``Memory``). Names load on first use, so importing the client loads nothing of the engine.
 """
 
-from ._api import AsyncMemoryAPI, MemoryAPI
-from ._client import AsyncClient, Client
-from ._config import Config, EmbedderConfig, LLMConfig, StoreConfig
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     AuthError,
     ConfigError,
@@ -19,34 +20,84 @@ from ._errors import (
     LLMUnavailableError,
     NotFoundError,
     SchemaVersionError,
+    ServerResponseError,
     ServerUnavailableError,
     StoreError,
 )
-from ._facade._async import AsyncMemory
-from ._facade._memory import Memory
-from ._graph import GraphEdge, GraphNode, LTMGraph
-from ._models import Embedder, LLMClient, ScriptedLLM
-from ._read import Answer
-from ._settings import ReadSettings, ServerSettings, SleepSettings, WriteSettings
-from ._sleep._consolidator import ConsolidationReport
-from ._sleep._updater import SleepReport
-from ._store import IndexFilter, VectorIndex
-from ._sync._repair import RepairReport
-from ._types import (
-    AddResult,
-    Event,
-    ExportReport,
-    HistoryEntry,
-    ImportReport,
-    MemoryRecord,
-    Message,
-    QuarantinedTurn,
-    SearchHit,
-    SearchPlan,
-    SearchResult,
-    SourceTurn,
-    Turn,
-)
+from ._extras import MissingPartError, engine_missing
+
+if TYPE_CHECKING:  # the names below load on first use (``__getattr__``), so a client never loads the engine
+    from ._api import AsyncMemoryAPI, MemoryAPI
+    from ._client import AsyncClient, Client
+    from ._config import Config, EmbedderConfig, LLMConfig, StoreConfig
+    from ._facade._async import AsyncMemory
+    from ._facade._memory import Memory
+    from ._models import Embedder, LLMClient, ScriptedLLM
+    from ._settings import ReadSettings, ServerSettings, SleepSettings, WriteSettings
+    from ._store import VectorIndex
+    from .types import (
+        AddResult,
+        Answer,
+        ConsolidationReport,
+        Event,
+        ExportReport,
+        GraphAudit,
+        GraphEdge,
+        GraphNode,
+        HistoryEntry,
+        ImportReport,
+        IndexFilter,
+        LTMGraph,
+        MemoryRecord,
+        Message,
+        QuarantinedTurn,
+        RepairReport,
+        SearchHit,
+        SearchPlan,
+        SearchResult,
+        SleepReport,
+        SourceTurn,
+        Turn,
+    )
+
+#: where each lazily loaded name lives
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("AsyncMemoryAPI", "MemoryAPI"), "._api"),
+    **dict.fromkeys(("AsyncClient", "Client"), "._client"),
+    **dict.fromkeys(("Config", "EmbedderConfig", "LLMConfig", "StoreConfig"), "._config"),
+    **dict.fromkeys(("ReadSettings", "ServerSettings", "SleepSettings", "WriteSettings"), "._settings"),
+    **dict.fromkeys(("AddResult", "Answer", "ConsolidationReport", "Event", "ExportReport", "GraphAudit", "GraphEdge",
+                     "GraphNode", "HistoryEntry", "ImportReport", "IndexFilter", "LTMGraph", "MemoryRecord", "Message",
+                     "QuarantinedTurn", "RepairReport", "SearchHit", "SearchPlan", "SearchResult", "SleepReport",
+                     "SourceTurn", "Turn"), ".types"),
+    # the engine: the ``local`` extra (numpy, onnxruntime, Qdrant Edge...)
+    "AsyncMemory": "._facade._async",
+    "Memory": "._facade._memory",
+    **dict.fromkeys(("Embedder", "LLMClient", "ScriptedLLM"), "._models"),
+    "VectorIndex": "._store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Loads a public name on first use: ``from dialogmem import Client`` loads the client and the
+    public types only; ``Memory`` loads the engine, or says how to install it (``engine_missing``)."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'dialogmem' has no attribute {name!r}")
+    import importlib
+
+    try:
+        module = importlib.import_module(where, __name__)
+    except ModuleNotFoundError as exc:
+        raise engine_missing(name, exc) from exc
+    value = getattr(module, name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __version__ = "0.2.0"
 
@@ -67,6 +118,7 @@ __all__ = [
     "EmbedderConfig",
     "Event",
     "ExportReport",
+    "GraphAudit",
     "GraphEdge",
     "GraphNode",
     "HistoryEntry",
@@ -84,6 +136,7 @@ __all__ = [
     "MemoryAPI",
     "MemoryRecord",
     "Message",
+    "MissingPartError",
     "NotFoundError",
     "QuarantinedTurn",
     "ReadSettings",
@@ -93,6 +146,7 @@ __all__ = [
     "SearchHit",
     "SearchPlan",
     "SearchResult",
+    "ServerResponseError",
     "ServerSettings",
     "ServerUnavailableError",
     "SleepReport",

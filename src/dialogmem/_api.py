@@ -18,22 +18,22 @@ from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
 from ._files import Destination
-from ._graph import LTMGraph
-from ._read import Answer
-from ._read._hymem import AnswerMode
-from ._sleep._updater import SleepReport
-from ._sleep._visibility import GraphAudit
-from ._store import IndexFilter
-from ._types import (
+from .types import (
     AddResult,
+    Answer,
+    AnswerMode,
     ExportReport,
+    GraphAudit,
     HistoryEntry,
     ImportReport,
+    IndexFilter,
+    LTMGraph,
     MemoryRecord,
     Message,
     QuarantinedTurn,
     SearchHit,
     SearchResult,
+    SleepReport,
     SourceTurn,
 )
 

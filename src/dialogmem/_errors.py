@@ -70,6 +70,13 @@ class ServerUnavailableError(StoreError):
     every retry, or the connection broke before its answer arrived."""
 
 
+class ServerResponseError(ServerUnavailableError):
+    """A dialogmem server's answer (``Client``) could not be read as the call's answer: a body that is
+    not JSON or not of the expected shape (a proxy's HTML page, an answer cut short), an error status
+    without the server's own JSON error body (a gateway's 502 or 504 page), or an export stream that
+    ended before its closing line."""
+
+
 class LLMError(DialogmemError):
     """The configured LLM could not be used."""
 

@@ -236,6 +236,7 @@ def test_a_lost_answer_is_resent_for_add_but_not_for_update(server: Server) -> N
             got = c.add("Farid plays the oud.", "alice", flush=True)  # cut once, sent again: written once
             assert proxy.seen == ["POST", "POST"] and server.mem.stats("alice")["counts"]["turns"] == before + 1
             mid = server.mem.search("oud", "alice").hits[0].id
+            assert [m.id for m in got.memories] == [mid]  # the retry answers as the lost first answer did
             assert set(got.turn_ids) <= set(server.mem.get(mid, "alice").source_turn_ids)
             proxy.cut = 3  # the next update's answer is lost: it may have been applied, so it is not resent
             with pytest.raises(ServerUnavailableError, match="broke off"):
@@ -243,6 +244,18 @@ def test_a_lost_answer_is_resent_for_add_but_not_for_update(server: Server) -> N
             assert proxy.seen[2:] == ["PUT"] and server.mem.get(mid, "alice").version == 2  # applied once
     finally:
         proxy.close()
+
+
+def test_a_repeated_add_answers_as_the_first_did(server: Server) -> None:
+    messages = [{"content": "Quentin keeps bees on the roof.", "id": "bees-1"},
+                {"content": "Quentin sells the honey at the market.", "id": "bees-2"}]
+    first = server.mem.add(messages, "bob", flush=True, timestamp=WHEN)
+    made = sorted(m.id for m in first.memories)
+    assert made and server.mem.stats("bob")["counts"]["memories"] >= len(made)
+    again = server.mem.add(messages, "bob", flush=True, timestamp=WHEN)
+    assert sorted(m.id for m in again.memories) == made and again.turn_ids == first.turn_ids
+    with Client(server.url, server.keys["bob"]) as c:  # and over REST, as a client's retry arrives
+        assert sorted(m.id for m in c.add(messages, "bob", flush=True, timestamp=WHEN).memories) == made
 
 
 # -- streaming export and import -------------------------------------------------------------------
@@ -318,4 +331,4 @@ def test_retry_decisions() -> None:
                               (503, "StoreError", StoreError), (413, "HTTPError", InputError)):
         err = error_for(status, json.dumps({"error": name, "detail": "why"}).encode())
         assert type(err) is cls and str(err) == "why"
-    assert type(error_for(502, b"not json")).__name__ == "LLMOutputError"
+    assert type(error_for(502, b"not json")).__name__ == "ServerResponseError"  # a gateway's page, not the LLM

@@ -89,6 +89,17 @@ def test_onnx_matches_torch(onnx_embedder: LocalEmbedder, torch_embedder: LocalE
     assert float((a * b).sum(axis=1).min()) >= 0.9999
 
 
+def test_onnx_matches_sentence_transformers_without_torch(onnx_embedder: LocalEmbedder) -> None:
+    """The same check with no torch installed (scripts/test installs none): vectors that
+    sentence-transformers (torch) made of SENTENCES, kept in tests/fixtures/minilm_reference.json."""
+    reference = json.loads((Path(__file__).parents[1] / "fixtures" / "minilm_reference.json").read_text("utf-8"))
+    assert reference["sentences"] == SENTENCES
+    b = np.asarray(reference["vectors"], dtype=np.float32)
+    a = onnx_embedder.embed(SENTENCES)
+    assert float(np.abs(a - b).max()) < 1e-4
+    assert float((a * b).sum(axis=1).min()) >= 0.9999
+
+
 def test_onnx_graph_is_cached_and_reused(onnx_embedder: LocalEmbedder, cache_dir: Path) -> None:
     files = list(cache_dir.glob("minilm-*.onnx"))
     assert len(files) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -65,14 +66,19 @@ def test_an_int8_list_gives_each_text_the_vector_it_gets_alone(cache_dir: Path) 
 
 
 def test_int8_graph_is_cached_beside_the_fp32_one_and_deterministic(cache_dir: Path, tmp_path: Path,
-                                                                     pair: tuple[LocalEmbedder, LocalEmbedder]) -> None:
+                                                                     pair: tuple[LocalEmbedder, LocalEmbedder],
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
     fp32 = cached_onnx(pair[0]._model_dir, cache_dir)
     built = quantized_onnx(fp32)
     assert built.parent == cache_dir and built.name.startswith(fp32.stem) and "int8" in built.name
     assert built.stat().st_size < fp32.stat().st_size / 2
     copy = tmp_path / fp32.name
     shutil.copyfile(fp32, copy)
+    caplog.set_level(logging.DEBUG)
     again = quantized_onnx(copy)  # a fresh build from the same graph gives the same bytes
+    # onnxruntime's pre-processing hint is not a WARNING on the root logger (a first run prints none)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert any("pre-processing" in r.getMessage() and r.name == "dialogmem._models._quantize" for r in caplog.records)
     assert again != built and again.read_bytes() == built.read_bytes()
     assert quantized_onnx(copy) == again  # and is reused, not rebuilt
 

@@ -45,7 +45,8 @@ def test_every_operation_passes_every_check(tmp_path: Path) -> None:
     with rest_server(tmp_path / "store", ["alice"], llm=llm) as (url, keys, _):
         run = subprocess.run(
             [*schemathesis_cli(), "--config-file", str(config), "run", f"{url}/openapi.json",
-             "-H", f"Authorization: Bearer {keys['alice']}", "--max-examples", os.environ.get("FUZZ_EXAMPLES", "10"), "--seed", "1",
+             "-H", f"Authorization: Bearer {keys['alice']}", "--max-examples", os.environ.get("FUZZ_EXAMPLES", "10"),
+             "--seed", "1",
              "--workers", "1", "--request-timeout", "60", "--no-color"],
             capture_output=True, text=True, timeout=280, check=False)
     out = run.stdout

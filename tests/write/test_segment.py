@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +202,20 @@ def test_factory() -> None:
         make_segmenter("attention", peak="middle")
     with pytest.raises(ConfigError):
         make_segmenter("none", tau=0.3)
+
+
+def test_the_attention_model_matches_transformers_without_torch() -> None:
+    """The segmenter's model runs on onnxruntime; its token ids, attention (last 3 layers, all heads) and
+    turn vectors equal what transformers' eager BERT (torch) gave for the same turns, kept in
+    tests/fixtures/minilm_attention_reference.json."""
+    from dialogmem._write._segment import _MiniLM
+
+    ref = json.loads((Path(__file__).parents[1] / "fixtures" / "minilm_attention_reference.json").read_text("utf-8"))
+    model = _MiniLM(None)
+    ids = model.token_ids(ref["turns"])
+    assert ids == ref["token_ids"]
+    attention = model.attention([i for turn in ids for i in turn], ref["layers"])
+    expected = np.asarray(ref["attention"])
+    assert attention.shape == expected.shape and float(np.abs(attention - expected).max()) < 1e-5
+    vectors = model.embed(ref["turns"][:2])
+    assert float(np.abs(vectors - np.asarray(ref["embeddings"])).max()) < 1e-5

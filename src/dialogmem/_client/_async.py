@@ -1,6 +1,10 @@
 """``AsyncClient``: the verbs of ``AsyncMemory`` over a dialogmem server's REST API (httpx, asyncio).
 
-The same calls, decisions and files as ``Client`` (``_calls``, ``_policy``, ``_files``); only the I/O is awaited."""
+This file is the one written by hand: ``_sync.py`` (``Client``) is generated from it by
+``scripts/gen_sync_client.py`` (``async``/``await`` taken out, the asyncio names swapped for their
+blocking twins), and a test checks that the two agree, so a verb cannot be changed in one client and
+not the other. The decisions (``_calls``, ``_policy``) and the files (``_files``) are shared; only the
+I/O is here."""
 
 from __future__ import annotations
 
@@ -17,21 +21,21 @@ import httpx
 from .._api import AsyncMemoryAPI, Conversation, Destination, Messages, When
 from .._errors import ServerUnavailableError, StoreError
 from .._files import writing
-from .._graph import LTMGraph
-from .._read import Answer
-from .._read._hymem import AnswerMode
-from .._sleep._updater import SleepReport
-from .._sleep._visibility import GraphAudit
-from .._store import IndexFilter
-from .._types import (
+from ..types import (
     AddResult,
+    Answer,
+    AnswerMode,
     ExportReport,
+    GraphAudit,
     HistoryEntry,
     ImportReport,
+    IndexFilter,
+    LTMGraph,
     MemoryRecord,
     QuarantinedTurn,
     SearchHit,
     SearchResult,
+    SleepReport,
     SourceTurn,
 )
 from . import _calls as calls
@@ -45,6 +49,7 @@ from ._policy import (
     job_error,
     payload,
     poll_wait,
+    read_answer,
     target,
     unreachable,
 )
@@ -53,8 +58,19 @@ T = TypeVar("T")
 
 
 class AsyncClient(AsyncMemoryAPI):
-    """:class:`Client` for asyncio code: the verbs of :class:`AsyncMemory`, awaited, with the same
-    configuration, errors, retries and limits."""
+    """The verbs, arguments and return types of :class:`AsyncMemory`, served by a dialogmem server
+    (``dialogmem serve``). ``url`` and ``api_key`` default to ``DIALOGMEM_URL`` and
+    ``DIALOGMEM_API_KEY`` (no key: a server started with ``--no-auth``).
+
+    The server's errors come back as the same :class:`DialogmemError` subclasses with its message
+    (a refused key is :class:`AuthError`); an answer that is not the server's own (a proxy's page, a
+    body cut short or of the wrong shape) is :class:`ServerResponseError`. A connection that cannot be
+    made, a 503 and a 429 (after its ``Retry-After``) are tried again up to ``retries`` times with
+    growing waits; a request whose answer was lost is sent again only when that is harmless (every
+    message of ``add`` carries an id, given here when the caller gave none, so a retried add journals
+    nothing twice and answers as the first try would have). What a server cannot do for a caller:
+    choose the ``actor`` of ``update`` / ``delete`` (the API key is the actor), and ``flush()`` of every
+    user (an admin key must name the user)."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float = 120.0,
                  retries: int = 4, backoff: float = 0.2) -> None:
@@ -86,7 +102,7 @@ class AsyncClient(AsyncMemoryAPI):
     async def _send(self, call: Call[Any], content: Callable[[], Iterator[bytes]] | None = None, *,
                     stream: bool = False) -> httpx.Response:
         if self._closed:
-            raise StoreError("this Client is closed")
+            raise StoreError(f"this {type(self).__name__} is closed")
         attempt = 0
         while True:
             try:
@@ -109,8 +125,9 @@ class AsyncClient(AsyncMemoryAPI):
             await asyncio.sleep(wait)
             attempt += 1
 
-    async def _do(self, call: Call[T]) -> T:
-        return call.read((await self._send(call)).json())
+    async def _do(self, call: Call[T], content: Callable[[], Iterator[bytes]] | None = None) -> T:
+        response = await self._send(call, content)
+        return read_answer(call, response.content, response.headers.get("content-type"))
 
     # -- write path ---------------------------------------------------------------------------
     async def add(self, messages: Messages, user_id: str, *, session_id: str | None = None,
@@ -225,26 +242,27 @@ class AsyncClient(AsyncMemoryAPI):
                 async for line in response.aiter_lines():
                     tally.add(line)
                     out.write(line + "\n")
+                report = tally.finish()  # a stream cut short leaves no file at a path
         except httpx.TransportError as exc:
             raise ServerUnavailableError(f"the export stream broke off after {tally.lines} lines: "
                                          f"{left_after_break(destination)}") from exc
         finally:
             await response.aclose()
-        tally.report.seconds = round(time.perf_counter() - started, 3)
-        return tally.report
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
 
     async def import_(self, source: Destination) -> ImportReport:
         """``Memory.import_`` of a file streamed to the server (sent again from its start on a retry:
         importing the same lines twice adds nothing)."""
         resendable = Resendable(source)
         try:
-            call = calls.import_()
-            return call.read((await self._send(call, content=resendable.chunks)).json())
+            return await self._do(calls.import_(), resendable.chunks)
         finally:
             resendable.close()
 
 
-
+# async-only: begin (the blocking client sends ``content()`` itself)
 async def _aiter(chunks: Callable[[], Iterator[bytes]]) -> AsyncIterator[bytes]:
     for chunk in chunks():
         yield chunk
+# async-only: end

@@ -20,21 +20,21 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .._api import Messages, When
 from .._errors import InputError
-from .._graph import LTMGraph
-from .._read import Answer
-from .._read._hymem import AnswerMode
-from .._sleep._updater import SleepReport
-from .._sleep._visibility import GraphAudit
-from .._store import IndexFilter
-from .._types import (
+from ..types import (
     AddResult,
+    Answer,
+    AnswerMode,
+    GraphAudit,
     HistoryEntry,
     ImportReport,
+    IndexFilter,
+    LTMGraph,
     MemoryRecord,
     Message,
     QuarantinedTurn,
     SearchHit,
     SearchResult,
+    SleepReport,
     SourceTurn,
 )
 

@@ -19,13 +19,8 @@ from .._apikeys import ApiKey
 from .._config import Config
 from .._errors import StoreError
 from .._graph import LTMGraph
-from .._read import Answer
-from .._read._hymem import AnswerMode
-from .._sleep._updater import SleepReport
-from .._sleep._visibility import GraphAudit
-from .._store import IndexFilter
-from .._sync._repair import RepairReport
 from .._types import AddResult, HistoryEntry, MemoryRecord, QuarantinedTurn, SearchHit, SearchResult, SourceTurn
+from ..types import Answer, AnswerMode, GraphAudit, IndexFilter, RepairReport, SleepReport
 from ._conversation import Conversation
 from ._memory import Memory, Messages, When
 from ._transfer import Destination, ExportReport, ImportReport

@@ -21,10 +21,6 @@ from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from .._config import Config
 from .._errors import ConfigError, InputError, NotFoundError, StoreError
 from .._models import LLMClient
-from .._read import Answer
-from .._read._hymem import AnswerMode
-from .._store import IndexFilter
-from .._sync._repair import RepairReport
 from .._text._timeparse import parse_timestamp
 from .._types import (
     AddResult,
@@ -38,6 +34,7 @@ from .._types import (
     Turn,
 )
 from .._write._records import coerce_filter, edited, matches
+from ..types import Answer, AnswerMode, IndexFilter, RepairReport
 from ._conversation import CONVERSATION_CHUNK, Conversation, message_chunks, read_conversation_source
 from ._input import MAX_CONTAINS_CHARS, check_bounded_text, check_id, check_int, check_metadata, to_turns
 from ._lifecycle import CallGate, StoreLock
@@ -145,8 +142,9 @@ class Memory(Operations, Offline, Transfer):
 
         Returns once every message is durably journaled: from then on it survives a crash. A message
         whose ``id`` is already journaled (a retry) is accepted again and changes nothing. The
-        memories created by this call are returned; turns still waiting for their batch are counted
-        in ``pending_turns`` (``flush=True`` or :meth:`flush` processes them now).
+        memories of the call's messages are returned (for a retry, the live ones its messages made
+        the first time: a retry answers as the first try did); turns still waiting for their batch
+        are counted in ``pending_turns`` (``flush=True`` or :meth:`flush` processes them now).
         """
         with self._call():
             self._writable()

@@ -13,8 +13,7 @@ from .._apikeys import ApiKey
 from .._graph import LTMGraph
 from .._journal import IndexState, TurnStatus
 from .._read._graphview import read_audit, read_graph
-from .._sleep._updater import SleepReport
-from .._sleep._visibility import GraphAudit
+from ..types import GraphAudit, SleepReport
 from ._host import FacadeHost
 from ._input import check_bounded_text, check_id, check_int
 

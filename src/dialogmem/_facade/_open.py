@@ -32,11 +32,12 @@ from .._sync._access import AccessLog
 from .._sync._embedder_check import check_embedder, resolve_embedder
 from .._sync._ltmindex import fill_graph, indexed_memories, sync_graph_index
 from .._sync._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
-from .._sync._repair import RepairReport, import_from_index
+from .._sync._repair import import_from_index
 from .._sync._writer import ChangeWriter, fill_index
 from .._usage import PendingUsage, UsageTracker
 from .._write import WriteStages, make_write_stages
 from .._write._ingest import Ingest
+from ..types import RepairReport
 
 log = logging.getLogger(__name__)
 

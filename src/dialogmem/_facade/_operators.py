@@ -24,8 +24,9 @@ from .._journal import TurnStatus
 from .._store._payload import point_id
 from .._sync._ltmindex import indexed_memories
 from .._sync._maintenance import StorePaths
-from .._sync._repair import RepairReport, recover_journal
+from .._sync._repair import recover_journal
 from .._types import AddResult, Event, MemoryRecord, QuarantinedTurn, SearchHit
+from ..types import RepairReport
 from ._host import FacadeHost
 from ._input import check_id, check_record, check_text
 from ._lifecycle import StoreLock

@@ -96,9 +96,11 @@ def write_atomically(target: Path, write: Callable[[str], object]) -> None:
             os.unlink(tmp)
 
 
-def build_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
-    """ONNX model: (input_ids, attention_mask) int64 [B, S] -> L2-normalised mean-pooled [B, H]."""
-    from onnx import TensorProto
+def build_model(w: dict[str, np.ndarray], config: dict[str, Any], *, attentions: bool = False) -> Any:
+    """ONNX model: (input_ids, attention_mask) int64 [B, S] -> L2-normalised mean-pooled [B, H]; with
+    ``attentions`` also each layer's attention probabilities, ``attention_<layer>`` [B, heads, S, S] (what
+    transformers' eager attention returns with ``output_attentions``: the attention segmenter's input)."""
+    from onnx import TensorProto, helper
 
     hidden = int(config["hidden_size"])
     heads = int(config["num_attention_heads"])
@@ -147,7 +149,10 @@ def build_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
         v = op("Transpose", [op("Reshape", [linear(x, f"{p}.attention.self.value"), split_heads])],
                perm=[0, 2, 1, 3])
         scores = op("Add", [op("Mul", [op("MatMul", [q, k]), scale]), bias4])
-        ctx = op("MatMul", [op("Softmax", [scores], axis=-1), v])
+        probs = op("Softmax", [scores], axis=-1)
+        if attentions:
+            g.nodes.append(helper.make_node("Identity", [probs], [f"attention_{n}"]))
+        ctx = op("MatMul", [probs, v])
         ctx = op("Reshape", [op("Transpose", [ctx], perm=[0, 2, 1, 3]), merge_heads])
         x = layer_norm(op("Add", [linear(ctx, f"{p}.attention.output.dense"), x]),
                        f"{p}.attention.output.LayerNorm")
@@ -156,4 +161,6 @@ def build_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
         x = layer_norm(op("Add", [linear(gelu, f"{p}.output.dense"), x]), f"{p}.output.LayerNorm")
 
     g.mean_pool_normalised(x, mask)
-    return g.model("sentence_encoder", hidden, [("", _OPSET)])
+    layers = int(config["num_hidden_layers"])
+    extra = tuple(f"attention_{n}" for n in range(layers)) if attentions else ()
+    return g.model("sentence_encoder", hidden, [("", _OPSET)], extra)

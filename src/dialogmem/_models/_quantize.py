@@ -14,6 +14,8 @@ embedded its memories (:func:`embedder_identity`) and refuses the other (see ``_
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -47,10 +49,35 @@ def quantized_onnx(fp32: Path) -> Path:
     try:
         # The fused kernels come from the com.microsoft domain, which ONNX shape inference does not
         # type: their outputs are float, as the quantiser is told.
-        write_atomically(target, lambda tmp: quantize_dynamic(
-            str(fp32), tmp, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
-            extra_options={"DefaultTensorType": TensorProto.FLOAT}))
+        with _hint_as_debug():
+            write_atomically(target, lambda tmp: quantize_dynamic(
+                str(fp32), tmp, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+                extra_options={"DefaultTensorType": TensorProto.FLOAT}))
     except Exception as exc:  # the quantiser raises plain RuntimeErrors and onnx's own types
         raise ConfigError(f"could not quantise the embedder graph {fp32}: {exc} "
                           "(use embedder.quantize=none)") from exc
     return target
+
+
+class _PreprocessHint(logging.Filter):
+    """onnxruntime's quantiser logs a WARNING on the root logger, asking for its pre-processing step
+    (shape inference and graph cleanup for static quantisation): it does not apply to this graph,
+    which is built with its shapes. The hint is kept at DEBUG on this module's logger instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "onnxruntime" in record.pathname and "pre-processing before quantization" in record.getMessage():
+            log.debug("onnxruntime: %s", record.getMessage())
+            return False
+        return True
+
+
+@contextmanager
+def _hint_as_debug() -> Iterator[None]:
+    """While the quantiser runs, its pre-processing hint leaves the root logger (only that record)."""
+    hint = _PreprocessHint()
+    root = logging.getLogger()
+    root.addFilter(hint)
+    try:
+        yield
+    finally:
+        root.removeFilter(hint)

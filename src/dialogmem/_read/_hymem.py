@@ -38,6 +38,7 @@ from .._settings import AnswerSettings
 from .._text._render import shown_lines, shown_text
 from .._text._tokens import count_tokens
 from .._types import SearchHit, Turn
+from ..types import AnswerMode
 from . import _hymem_steps as steps
 from ._answer import Answer
 
@@ -45,7 +46,6 @@ log = logging.getLogger(__name__)
 
 SearchFn = Callable[[str, int], list[SearchHit]]  # (query, limit) -> this user's hits
 TurnsFn = Callable[[list[str]], list[Turn]]  # turn ids -> this user's turns
-AnswerMode = Literal["auto", "light", "deep"]
 
 _GEN_TOKENS = 48
 _PICK_TOKENS = 48

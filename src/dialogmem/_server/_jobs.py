@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .._errors import DialogmemError
-from .._sleep._updater import SleepReport
+from ..types import SleepReport
 from ._errors import Conflict
 from ._models import SleepJob
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
-from .._sleep._updater import SleepReport
 from .._types import MemoryRecord, Message
+from ..types import SleepReport
 
 # strict numbers and booleans: lax parsing took ``false`` for a time and ``0`` for a flag, which
 # the OpenAPI document says are refused

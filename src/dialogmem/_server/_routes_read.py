@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from .._errors import NotFoundError
-from .._read import Answer
 from .._types import SearchResult
+from ..types import Answer
 from ._auth import scope_user, scope_user_or_all
 from ._deps import KeyDep, MemoryDep
 from ._errors import BODY_ERRORS, COMMON_ERRORS, LLM_ERRORS, error_responses

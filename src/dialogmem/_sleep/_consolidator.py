@@ -29,7 +29,6 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel
 
 from .._backends import use_llm
 from .._changes import ChangeSet, GraphCommit
@@ -40,6 +39,7 @@ from .._models._llm_base import LLMClient
 from .._settings import SleepSettings
 from .._sync._writer import ChangeWriter
 from .._types import MemoryRecord
+from ..types import ConsolidationReport
 from ._consolidate import ConsolidationThresholds, consolidate, forget_memories, forget_subject
 from ._deid import Deidentifier
 from ._llmunits import LLMUnitExtractor
@@ -50,21 +50,6 @@ log = logging.getLogger(__name__)
 MIN_ACCESS = 3  # retrievals that make an unchanged item part of the next batch (reactivated)
 _TOP_SIMILAR = 5
 _EXISTING_FOR_LLM = 30  # node texts the model may reuse
-
-
-class ConsolidationReport(BaseModel):
-    memories: int = 0  # items in the batch
-    evicted_in_batch: int = 0
-    units: int = 0
-    nodes_added: int = 0
-    nodes_merged: int = 0
-    nodes_dropped: int = 0
-    edges_added: int = 0
-    edges_dropped: int = 0
-    links_added: int = 0
-    fallbacks: int = 0
-    method: str = "rule"
-    seconds: float = 0.0
 
 
 def subject_key(secret: str, user_id: str) -> str:

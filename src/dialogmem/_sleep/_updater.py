@@ -12,8 +12,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
 from .._backends import use_llm
 from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from .._journal import Journal
@@ -24,37 +22,11 @@ from .._store import VectorIndex
 from .._sync._writer import ChangeWriter
 from .._types import Event, MemoryRecord
 from .._write._records import edited
+from ..types import SleepReport
 from . import LLMUpdater, RuleUpdater, UpdateDecision, Updater, apply_decision, build_update_queues, plan_sleep
-from ._consolidator import ConsolidationReport
 from ._queue import UpdateQueues
 
 log = logging.getLogger(__name__)
-
-
-class SleepReport(BaseModel):
-    """What one ``Memory.sleep`` call examined and changed."""
-
-    users: int = 0
-    new_entries: int = 0
-    targets: int = 0
-    updated: int = 0
-    deleted: int = 0
-    merged: int = 0
-    ignored: int = 0
-    llm_calls: int = 0
-    seconds: float = 0.0
-    # MTM capacity bound (``sleep.mtm_capacity``): items evicted, items compressed into a near-duplicate
-    evicted: int = 0
-    compressed: int = 0
-    # points put into the index's search graph (``store.index_min_points``; 0: none waited enough)
-    indexed: int = 0
-    # the LTM consolidation cycle (``sleep.ltm``); ``None`` when it did not run
-    ltm: ConsolidationReport | None = None
-
-    def add(self, other: SleepReport) -> None:
-        for name in ("users", "new_entries", "targets", "updated", "deleted", "merged", "ignored", "llm_calls",
-                     "evicted", "compressed"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 def make_updater(settings: SleepSettings, llm: LLMClient) -> Updater:

@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._graph import GraphEdge, GraphNode
+from ..types import AuditRow, GraphAudit
 
 
 class Support(BaseModel):
@@ -62,24 +63,6 @@ class Visibility:
 def supports(rows: Mapping[str, tuple[int, bool]]) -> dict[str, Support]:
     """``Support`` rows from the journal's ``graph_support`` answer."""
     return {tid: Support(supporters=n, own=own) for tid, (n, own) in rows.items()}
-
-
-class AuditRow(BaseModel):
-    id: str
-    kind: Literal["node", "edge"]
-    type: str
-    text: str
-    evidence: int
-    supporters: int
-    visible_to: Literal["everyone", "its supporters"]
-    reason: str
-
-
-class GraphAudit(BaseModel):
-    """The admin view of the shared graph: every live node and edge, with who may see it."""
-
-    min_users: int
-    rows: list[AuditRow] = Field(default_factory=list)
 
 
 def audit(nodes: Iterable[GraphNode], edges: Iterable[GraphEdge], support: Mapping[str, Support],

@@ -14,7 +14,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel
 
-from .._types import Finite, MemoryRecord, ScoredRecord
+from .._types import MemoryRecord, ScoredRecord
+from ..types import IndexFilter
 
 #: the scope the shared LTM graph's nodes are indexed under: a ``user_id`` no caller can give
 #: (``check_id`` refuses control characters), so no user's read or write ever reaches it
@@ -22,26 +23,6 @@ LTM_SCOPE = "\x1fltm"
 
 #: payload fields with an index in every adapter
 INDEXED_FIELDS = ("user_id", "float_time_stamp", "speaker_name", "tier", "entities")
-
-
-class IndexFilter(BaseModel):
-    """Optional constraints on top of the user scope. ``None`` means "no constraint"."""
-
-    model_config = {"extra": "forbid"}
-
-    agent_id: str | None = None
-    session_id: str | None = None
-    time_from: Finite | None = None  # inclusive, unix seconds
-    time_to: Finite | None = None  # inclusive
-    speakers: list[str] | None = None  # any of
-    tier: str | None = None
-    level: str | None = None
-    entities: list[str] | None = None  # any of
-    ids: list[str] | None = None  # restrict to these ids
-    exclude_ids: list[str] | None = None
-
-    def is_empty(self) -> bool:
-        return all(v is None for v in self.model_dump().values())
 
 
 class IndexPoint(BaseModel):

@@ -6,26 +6,16 @@ import logging
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from .._changes import ChangeSet, MemoryWrite
 from .._config import Config
 from .._errors import StoreError
 from .._journal import IndexState, Journal, SQLiteJournal
 from .._store import LTM_SCOPE, EdgeIndex, VectorIndex
 from .._types import Event
+from ..types import RepairReport
 from ._maintenance import IndexMarker, StorePaths
 
 log = logging.getLogger(__name__)
-
-
-class RepairReport(BaseModel):
-    """What ``dialogmem repair`` did."""
-
-    memories_indexed: int = 0
-    memories_recovered: int = 0  # --from-index: memory rows rebuilt from the index into a new journal
-    index_moved_to: str | None = None
-    seconds: float = 0.0
 
 
 def import_from_index(journal: Journal, index: VectorIndex) -> int:

