@@ -92,6 +92,9 @@ class AsyncMemory:
                              vectors: np.ndarray | None = None) -> int:
         return await self._run((await self._ensure()).import_records, records, vectors=vectors)
 
+    async def derived_id(self, user_id: str, name: str) -> str:
+        return await self._run((await self._ensure()).derived_id, user_id, name)
+
     async def export(self, destination: Destination, user_id: str | None = None, *, all_users: bool = False,
                      vectors: bool = True) -> ExportReport:
         """``Memory.export`` in a worker thread (a file object is written from that thread)."""
