@@ -110,3 +110,17 @@ def test_a_server_with_keys_is_unchanged(tmp_path: Path) -> None:
         r = httpx.post(f"{url}/v1/search", json={"query": "x", "user_id": "u"}, timeout=30,
                        headers={"Host": "memory.example.com", "Content-Type": "application/json"})
         assert r.status_code == 401
+
+
+def test_mcp_of_a_keyless_server_takes_the_same_checks(tmp_path: Path) -> None:
+    with Memory(data_dir=tmp_path / "s", **RULES_ONLY) as mem, serve(create_app(mem, auth=False)) as url:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        accept = {"Accept": "application/json, text/event-stream"}
+        for headers in ({"Host": "evil.example"}, {"Origin": "http://evil.example"},
+                        {"Content-Type": "text/plain"}):
+            r = httpx.post(f"{url}/mcp", content=json.dumps(call),
+                           headers={"Content-Type": "application/json", **accept, **headers}, timeout=30)
+            assert r.status_code == 403, (headers, r.text)
+        r = httpx.post(f"{url}/mcp", json=call, headers=accept, timeout=30)
+        assert r.status_code == 200, r.text
