@@ -18,7 +18,7 @@ from .._errors import DialogmemError, InputError, first_problem
 from ._runner import SYSTEMS, BenchSpec, run_benchmark
 from ._runner import Progress as RunProgress
 
-bench_app = typer.Typer(help="Run the LoCoMo, LongMemEval and haystack benchmarks (JSON, Markdown and PNG).",
+bench_app = typer.Typer(help="Run the LoCoMo, LongMemEval, haystack and changes benchmarks (JSON, Markdown and PNG).",
                         no_args_is_help=True)
 
 _DATA = typer.Option(..., "--data", help="the dataset file (original JSON format)", exists=False)
@@ -200,6 +200,32 @@ def longmemeval(
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
          fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k, answer=answer, judge=judge,
          llm_free_memory=llm_free_memory, keep_stores=keep_stores)
+
+
+@bench_app.command("changes")
+def changes(
+    data: str = typer.Option("changes", "--data", help=(
+        "'changes' (the probe set shipped with dialogmem) or a file in its format: LoCoMo JSON whose qa "
+        "items add state, change_kind, said and superseded")),
+    out: Path = typer.Option(Path("bench-out/changes"), "--out", help="output directory: results.json, report.md"),
+    systems: str = typer.Option("dialogmem,naive-hybrid", "--systems",
+                                help="comma-separated retrieval systems (see `bench locomo --systems`)"),
+    conversations: str = typer.Option(None, "--conversations", help="comma-separated sample_ids (default: all)"),
+    depth: int = typer.Option(10, "--depth", help="hits fetched per question (stale-first looks at all of them)"),
+    config: Path = _CONFIG, sleep: bool = _SLEEP, quiet: bool = _QUIET,
+) -> None:
+    """Facts that change: for present-state questions, is the newest statement the first hit and does a
+    superseded one rank above it; for past-state ones, is the older statement found. LLM-free; rank 1,
+    recall@3 and stale-first by state, kind of change and how it was said, dialogmem beside naive hybrid."""
+    from ._changes_bench import ChangesSpec, run_changes
+
+    logging.basicConfig(level=logging.WARNING)
+    with _one_line_errors():
+        spec = ChangesSpec(data=data, out=out, systems=_split(systems) or [], conversations=_split(conversations),
+                           config=Config.load(config), sleep=sleep, depth=depth)
+        results = run_changes(spec, progress=None if quiet else (lambda line: typer.echo(line, err=True)))
+    typer.echo(results["markdown"])
+    typer.echo(f"Wrote {out / 'report.md'} and {out / 'results.json'} ({results['run']['questions']} questions)")
 
 
 @bench_app.command("haystack")

@@ -177,3 +177,28 @@ def mean(values: Iterable[float | None]) -> float | None:
     """Mean of the values that are not None; None when there are none."""
     kept = [v for v in values if v is not None]
     return sum(kept) / len(kept) if kept else None
+
+
+def first_rank(targets: Iterable[str], hit_sources: Sequence[Sequence[str]]) -> int | None:
+    """The 1-based rank of the first hit that cites any of ``targets``; None when no hit does (or there
+    are no targets)."""
+    wanted = set(targets)
+    for rank, sources in enumerate(hit_sources, 1):
+        if wanted & set(sources):
+            return rank
+    return None
+
+
+def stale_first(evidence: Iterable[str], superseded: Iterable[str], hit_sources: Sequence[Sequence[str]]
+                ) -> float | None:
+    """1.0 when a hit citing a superseded (stale) turn ranks above every hit citing the current evidence,
+    or a stale turn is among the hits and the evidence is not; 0.0 otherwise (a hit that cites both
+    counts as the evidence first); None when there is nothing superseded to put first."""
+    stale = set(superseded)
+    if not stale:
+        return None
+    stale_at = first_rank(stale, hit_sources)
+    if stale_at is None:
+        return 0.0
+    evidence_at = first_rank(evidence, hit_sources)
+    return 1.0 if evidence_at is None or stale_at < evidence_at else 0.0
