@@ -62,10 +62,13 @@ def test_score_question_and_summaries() -> None:
     first = score_question(["D3:5"], note, [["D3:5"], ["D1:2"]])
     third = score_question(["D3:5"], note, [["D1:2"], ["D2:1"], ["D3:5"]])
     missing = score_question(["D3:5"], note, [["D2:1"]] * 5)
-    assert (first["rank"], first["at1"], first["at3"], first["stale_first"], first["stale_rank"]) == (
-        1, 1.0, 1.0, 0.0, 2)
-    assert (third["rank"], third["at1"], third["at3"], third["stale_first"]) == (3, 0.0, 1.0, 1.0)
-    assert (missing["rank"], missing["at1"], missing["at3"], missing["stale_first"]) == (None, 0.0, 0.0, 0.0)
+    assert (first["rank"], first["at1"], first["at3"], first["found"], first["stale_first"], first["stale_rank"]) == (
+        1, 1.0, 1.0, 1.0, 0.0, 2)
+    assert (third["rank"], third["at1"], third["at3"], third["found"], third["stale_first"]) == (3, 0.0, 1.0, 1.0, 1.0)
+    assert (missing["rank"], missing["at1"], missing["at3"], missing["found"], missing["stale_first"]) == (
+        None, 0.0, 0.0, 0.0, 0.0)
+    late = score_question(["D3:5"], note, [["D2:1"]] * 4 + [["D3:5"]])
+    assert (late["at3"], late["found"]) == (0.0, 1.0)
     past = score_question(["D1:2"], ChangeNote(state="past", change_kind="job", said="negation"), [["D1:2"]])
     assert past["stale_first"] is None
 
@@ -79,9 +82,10 @@ def test_score_question_and_summaries() -> None:
     assert list(by_state) == ["past", "present"]
     assert by_state["present"]["n"] == 2 and by_state["past"]["stale_first"] is None
 
-    md = render_tables({"state": {k: {"sys": v} for k, v in by_state.items()}}, ["sys"])
-    assert "### By state" in md and "| present | 2 | 50 % | 100 % | 50 % |" in md
-    assert "| past | 1 | 100 % | 100 % | – |" in md
+    md = render_tables({"state": {k: {"sys": v} for k, v in by_state.items()}}, ["sys"], depth=10)
+    assert "### By state" in md and "sys recall@10" in md
+    assert "| present | 2 | 50 % | 100 % | 100 % | 50 % |" in md
+    assert "| past | 1 | 100 % | 100 % | 100 % | – |" in md
 
 
 def test_distinctive_words() -> None:

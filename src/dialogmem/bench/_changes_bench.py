@@ -6,7 +6,8 @@ question is searched once for ``depth`` hits. A hit stands for the turns its ``s
 as in the retrieval bench. Per question:
 
 * ``rank``: the rank of the first hit citing an evidence turn (None: not among the hits);
-* evidence at rank 1 and recall@3: that rank is 1, at most 3;
+* evidence at rank 1 and recall@3: that rank is 1, at most 3; found: among the ``depth`` hits at all
+  (tells a ranking failure from a retrieval one);
 * stale-first (questions with superseded statements): a hit citing a superseded turn ranks above every
   hit citing the evidence (``_metrics.stale_first``), looked at over all ``depth`` hits.
 
@@ -54,18 +55,20 @@ class ChangesSpec(BaseModel):
 
 def score_question(evidence: Sequence[str], note: ChangeNote, hit_sources: Sequence[Sequence[str]]
                    ) -> dict[str, Any]:
-    """One question's record fields: the evidence's rank, at1, at3 and stale_first (None when the
-    question has no superseded statements)."""
+    """One question's record fields: the evidence's rank, at1, at3, found (anywhere in the hits) and
+    stale_first (None when the question has no superseded statements)."""
     rank = m.first_rank(evidence, hit_sources)
     return {"rank": rank, "at1": 1.0 if rank == 1 else 0.0, "at3": 1.0 if rank is not None and rank <= 3 else 0.0,
+            "found": 0.0 if rank is None else 1.0,
             "stale_first": m.stale_first(evidence, note.superseded, hit_sources),
             "stale_rank": m.first_rank(note.superseded, hit_sources)}
 
 
 def summarise_records(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Mean at1, at3 and stale_first (over the questions that have one) and the count."""
+    """Mean at1, at3, found and stale_first (over the questions that have one) and the count."""
     rows = list(records)
     return {"n": len(rows), "at1": m.mean(r["at1"] for r in rows), "at3": m.mean(r["at3"] for r in rows),
+            "found": m.mean(r["found"] for r in rows),
             "stale_first": m.mean(r["stale_first"] for r in rows)}
 
 
@@ -112,20 +115,22 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.0f} %"
 
 
-def render_tables(summary: Mapping[str, Any], systems: Sequence[str]) -> str:
-    """The summary as Markdown: one table per grouping, each system's rank 1, recall@3 and stale-first."""
+def render_tables(summary: Mapping[str, Any], systems: Sequence[str], depth: int = DEFAULT_DEPTH) -> str:
+    """The summary as Markdown: one table per grouping, each system's rank 1, recall@3, found among the
+    ``depth`` hits and stale-first."""
     parts = []
     for title, table in summary.items():
         header = ["questions", "n"]
         for s in systems:
-            header += [f"{s} rank 1", f"{s} recall@3", f"{s} stale-first"]
+            header += [f"{s} rank 1", f"{s} recall@3", f"{s} recall@{depth}", f"{s} stale-first"]
         rows = []
         for group, by_system in table.items():
             n = next(iter(by_system.values()))["n"]
             row = [group, str(n)]
             for s in systems:
                 got = by_system.get(s, {})
-                row += [_pct(got.get("at1")), _pct(got.get("at3")), _pct(got.get("stale_first"))]
+                row += [_pct(got.get("at1")), _pct(got.get("at3")), _pct(got.get("found")),
+                        _pct(got.get("stale_first"))]
             rows.append(row)
         parts.append(f"### By {title}\n\n" + "\n".join(md_table(header, rows)))
     return "\n\n".join(parts) + "\n"
@@ -156,7 +161,7 @@ def run_changes(spec: ChangesSpec, *, progress: ProgressLine | None = None,
     finally:
         shutil.rmtree(scratch_root, ignore_errors=True)
     summary = summarise_run(records, spec.systems)
-    markdown = render_tables(summary, spec.systems)
+    markdown = render_tables(summary, spec.systems, spec.depth)
     results = {"run": {"data": probe.dataset.path, "data_sha256": probe.dataset.sha256,
                        "conversations": [c.id for c in convs], "questions": sum(len(c.questions) for c in convs),
                        "turns": sum(len(c.turns()) for c in convs), "systems": list(spec.systems),
