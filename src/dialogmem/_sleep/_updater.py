@@ -27,8 +27,12 @@ from .._write._records import edited
 from . import LLMUpdater, RuleUpdater, UpdateDecision, Updater, apply_decision, build_update_queues, plan_sleep
 from ._consolidator import ConsolidationReport
 from ._queue import UpdateQueues
+from ._supersede import Supersession, find_supersessions, superseded_record
 
 log = logging.getLogger(__name__)
+
+#: how many of a user's newest current memories the LLM-free change detector compares new entries with
+SUPERSEDE_POOL = 20_000
 
 
 class SleepReport(BaseModel):
@@ -38,6 +42,8 @@ class SleepReport(BaseModel):
     new_entries: int = 0
     targets: int = 0
     updated: int = 0
+    # memories a later statement replaced: kept, with ``invalid_at`` and ``superseded_by`` set
+    superseded: int = 0
     deleted: int = 0
     merged: int = 0
     ignored: int = 0
@@ -52,7 +58,8 @@ class SleepReport(BaseModel):
     ltm: ConsolidationReport | None = None
 
     def add(self, other: SleepReport) -> None:
-        for name in ("users", "new_entries", "targets", "updated", "deleted", "merged", "ignored", "llm_calls",
+        for name in ("users", "new_entries", "targets", "updated", "superseded", "deleted", "merged", "ignored",
+                     "llm_calls",
                      "evicted", "compressed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -91,6 +98,8 @@ class SleepRunner:
         workers = 1 if isinstance(self.llm, LlamaCppLLM) else self.settings.max_workers
         decisions = plan_sleep(queues, self.updater, max_workers=workers)
         changes = self._changes(user_id, queues, decisions, report)
+        if isinstance(self.updater, RuleUpdater):  # the LLM updater decides supersession itself
+            self._supersede(user_id, records, changes, report)
         # A changed entry does not re-enter the queue: otherwise every sleep would revisit it.
         changes.sleep_done = list(ids)
         self.writer.apply(changes)
@@ -99,6 +108,28 @@ class SleepRunner:
         log.info("sleep %s: %d new, %d targets, %d updated, %d deleted, %d merged", user_id,
                  report.new_entries, report.targets, report.updated, report.deleted, report.merged)
         return report
+
+    def _supersede(self, user_id: str, new: list[MemoryRecord], changes: ChangeSet, report: SleepReport) -> None:
+        """The LLM-free change detector (``_supersede``): the user's current memories (the newest
+        ``supersede_pool`` of them) that the new entries replace, rewritten with their validity
+        closed. A memory this sleep already rewrites or removes is left to the next sleep."""
+        if not new:
+            return
+        pool = self.journal.memories(user_id, limit=SUPERSEDE_POOL)
+        touched = {w.record.id for w in changes.writes} | {r.record.id for r in changes.removals}
+        found: list[Supersession] = [s for s in find_supersessions(new, pool) if s.target_id not in touched]
+        if not found:
+            return
+        by_id = {r.id: r for r in [*pool, *new]}
+        vectors = self.journal.vectors(user_id, [s.target_id for s in found])
+        now = time.time()
+        for s in found:
+            target = by_id[s.target_id]
+            changes.writes.append(MemoryWrite(
+                record=superseded_record(target, s, now=now), event=Event.UPDATE,
+                actor=f"sleep:rule:superseded-by:{s.successor_id}", old=target, sleep_pending=False,
+                vector=vectors.get(target.id)))
+            report.superseded += 1
 
     @staticmethod
     def _changes(user_id: str, queues: UpdateQueues, decisions: list[UpdateDecision],
@@ -117,6 +148,15 @@ class SleepRunner:
                 continue
             if new is target:
                 report.ignored += 1
+                continue
+            if d.action == "supersede":
+                if not target.is_current:  # already replaced: its link stays as it is
+                    report.ignored += 1
+                    continue
+                changes.writes.append(MemoryWrite(
+                    record=new, event=Event.UPDATE, actor=f"sleep:{d.method}:superseded-by:{new.superseded_by}",
+                    old=target, sleep_pending=False))
+                report.superseded += 1
                 continue
             changes.writes.append(MemoryWrite(
                 record=_refreshed(new, target, payloads.get(target.id, []), now), event=Event.UPDATE,
