@@ -25,7 +25,7 @@ from ._retrieve import active_filters, attach_vectors, embed_views, search_views
 from ._select import Selector
 
 #: the smallest K whose 2K candidates a present- or past-state question is selected from
-STATE_POOL_K = 10
+STATE_POOL_K = 20
 
 
 class ReadResult(BaseModel):

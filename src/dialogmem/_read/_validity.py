@@ -13,7 +13,8 @@ and names an attribute kind is read closer. An LLM-free memory is its turn after
 before it, so a memory can carry a stale statement as context; every line of every candidate is read
 for claims (``_text._facts``; only lines naming an asked kind, a regex or two each), and a line is
 *stale* when its memory was superseded or a later line among the candidates replaces it (the same test
-as sleep's, so a change said since the last sleep counts too). Then:
+as sleep's, so a change said since the last sleep counts too; for a present-state question also a
+later claim of the same holder and kind with another value). Then:
 
 * present: a candidate whose claims about the asked attribute of the asked holder are all stale
   loses ``W_REPLACED``; the newest candidate whose own line makes a current such claim gains
@@ -43,8 +44,8 @@ from .._text._facts import (
 from .._types import MemoryRecord, ScoredRecord
 
 W_SUPERSEDED = 0.3
-W_REPLACED = 0.25
-W_NEWEST = 0.3
+W_REPLACED = 0.3
+W_NEWEST = 0.45
 W_PAST = 0.5
 W_OTHER = 0.3
 #: the step between a memory's lines in the order of lines (its context was said just before it)
@@ -63,6 +64,17 @@ class _Line:
 
 def _about(claims: Sequence[Claim], kinds: frozenset[str], holders: frozenset[str]) -> bool:
     return any(c.kinds & kinds and (not holders or c.holder in holders) for c in claims)
+
+
+def _replaces(newer: Sequence[Claim], older: Sequence[Claim], state: str) -> bool:
+    """Sleep's test; for a present-state question also a later claim of the same holder and kind with
+    another value (what the question asks for is the newest value: ranking, unlike superseding,
+    hides nothing)."""
+    if any_supersedes(newer, older):
+        return True
+    return state == "present" and any(
+        n.holder == o.holder and n.kinds & o.kinds and n.values and not n.values & o.values
+        for n in newer for o in older)
 
 
 def _eligible(r: MemoryRecord) -> bool:
@@ -104,7 +116,7 @@ def validity_terms(query: str, candidates: Sequence[ScoredRecord]) -> list[float
     about = [ln for ln in lines.values() if ln.claims and _about(ln.claims, kinds, holders)]
     for old in about:
         old.stale = old.superseded or any(
-            new.order > old.order and any_supersedes(new.claims, old.claims) for new in about if new is not old)
+            new.order > old.order and _replaces(new.claims, old.claims, state) for new in about if new is not old)
     newest: tuple[tuple[float, float], int] | None = None
     for i, mine in enumerate(per_candidate):
         asked = [ln for ln in mine if ln.claims and _about(ln.claims, kinds, holders)]

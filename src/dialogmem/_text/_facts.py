@@ -64,7 +64,7 @@ _KINDS: dict[str, str] = {
     "plan": _EVENTS + r"|postpon\w*|reschedul\w*|cancel\w*|booked|plans?",
     "device": r"phone|iphone|android|pixel|laptop|macbook|computer|tablet|ipad|smartwatch|kindle|headphones",
     "manager": r"managers?|boss|supervisor|team\s+lead",
-    "coach": r"coach|coaches|trainers?|tutors?|mentors?|instructors?",
+    "coach": r"coach\w*|trainers?|tutors?|mentors?|instructors?|training\s+sessions?",
     "doctor": r"doctors?|gp|therapists?|dentists?|physio\w*|counsell?ors?",
     "school": r"school|university|college|course|degree|enrolled|studying|classes|bootcamp|masters?|phd",
     "gym": r"gym|fitness|crossfit|climbing\s+wall|studio|pool|club",
@@ -317,10 +317,11 @@ def question_state(query: str, *, explicit: bool = False) -> State | None:
 _QUESTION_KINDS = {
     **{k: v for k, v in _KINDS.items() if k != "residence"},
     "residence": r"live[sd]?|living|home|moved|move|based|city|town|apartment|reside\w*",
-    "job": _KINDS["job"] + r"|work|works|do\s+for\s+(?:a\s+)?living|employed",
+    "job": _KINDS["job"] + r"|work(?!\s*out)|works(?!\s*out)|do\s+for\s+(?:a\s+)?living|employed|teach\w*",
     "pet": _KINDS["pet"] + r"|animal",
     "vehicle": _KINDS["vehicle"] + r"|drive|drives|driving",
-    "diet": _KINDS["diet"] + r"|eat|eats|food",
+    "diet": _KINDS["diet"] + r"|eat|eats|food|animal\s+products",
+    "gym": _KINDS["gym"] + r"|work\s*out|exercis\w*|train|trains",
 }
 _QUESTION_KIND_RES = {k: re.compile(rf"\b(?:{p})\b", re.I) for k, p in _QUESTION_KINDS.items()}
 
