@@ -18,7 +18,7 @@ CHANGES = [
     ("residence, explicit", ("Ana", "I live in Leeds with two flatmates."), ("Ana", "We relocated to York in May.")),
     ("job, explicit", ("Ana", "I work at a bakery on Mill Road."),
      ("Ana", "I quit my job at the bakery and started at the library.")),
-    ("job, implicit", ("Ana", "I work as a paralegal."), ("Ana", "First week at the new company, I'm exhausted.")),
+    ("job, implicit", ("Ana", "I work as a paralegal."), ("Ana", "First week at the new office in Leeds, I'm exhausted.")),
     ("relationship, explicit", ("Sam", "I'm dating a violinist called Rhea."), ("Sam", "Rhea and I broke up.")),
     ("relationship, negation", ("Sam", "I'm married."), ("Sam", "I'm not married anymore.")),
     ("pet, explicit", ("Lu", "I have a cat called Miso."), ("Lu", "We adopted a greyhound puppy.")),

@@ -41,12 +41,15 @@ _EVENT_RE = re.compile(rf"\b({_EVENTS})\b", re.I)
 _THE_EVENT = re.compile(rf"^(?:the|this|that)\s+(?:\w+\s+)?({_EVENTS})\b", re.I)
 
 _KINDS: dict[str, str] = {
-    "residence": r"live[sd]?|living|moved|moving|move|relocat\w*|apartment|flat|neighbou?rhood|rent\w*"
+    # "move" for a home only with where to ("moved to", "moving out"), not "moved some furniture"
+    "residence": r"live[sd]?|living|mov(?:ed|ing|e)\s+(?:to|into|in|out|back|house|home|abroad|away|across|over"
+                 r"|here|there|city|country|flat|apartment)|(?:have|has|'ve|just)\s+moved|relocat\w*|apartment"
+                 r"|flat|neighbou?rhood|rent\w*"
                  r"|(?-i:here\s+in\s+[A-Z]\w+)|house|hometown|unpack\w*|boxes|commute|bedroom|landlord|lease"
                  r"|mortgage|neighbou?rs|moved\s+in",
-    "job": r"job|jobs|work(?:s|ed|ing)?\s+(?:at|for|as)|started\s+at|employer|hired|promot\w*|position|career"
+    "job": r"job|jobs|work(?:s|ed|ing)?\s+(?:at|for|as)|started\s+at|employer|hired|promoted|career"
            r"|laid\s+off"
-           r"|resign\w*|company|office|role|startup|freelanc\w*|intern\w*|(?:engineer|nurse|teacher|developer"
+           r"|resign\w*|new\s+office|startup|freelanc\w*|intern\w*|(?:engineer|nurse|teacher|developer"
            r"|designer|analyst|consultant|accountant|lawyer|chef|barista|manager|architect|scientist)\s+at"
            r"|paramedics?|nurse|nursing|teacher|teaching|engineer|developer|programmer|analyst|consultant"
            r"|accountant|lawyer|solicitor|chef|baker|bakery|barista|architect|scientist|researcher|electrician"
@@ -61,14 +64,14 @@ _KINDS: dict[str, str] = {
                r"|audi|bmw",
     "diet": r"vegan|vegetarian|keto|pescatarian|gluten|diet|dairy|eat(?:ing)?\s+meat|plant-based|sober|drinking",
     "favourite": r"favou?rites?|prefer\w*",
-    "plan": _EVENTS + r"|postpon\w*|reschedul\w*|cancel\w*|booked|plans?",
+    "plan": _EVENTS + r"|postpon\w*|reschedul\w*|cancel\w*|booked",
     "device": r"phone|iphone|android|pixel|laptop|macbook|computer|tablet|ipad|smartwatch|kindle|headphones",
     "manager": r"managers?|boss|supervisor|team\s+lead",
     "coach": r"coach\w*|trainers?|tutors?|mentors?|instructors?|training\s+sessions?",
     "doctor": r"doctors?|gp|therapists?|dentists?|physio\w*|counsell?ors?",
     "school": r"school|university|college|course|degree|enrolled|studying|classes|bootcamp|masters?|phd",
-    "gym": r"gym|fitness|crossfit|climbing\s+wall|studio|pool|club",
-    "hobby": r"hobby|hobbies|took\s+up|taking\s+up|picked\s+up|gave\s+up|lessons|practi[sc]\w*|learning\s+to"
+    "gym": r"gym|fitness|crossfit|climbing\s+wall|bouldering|membership",
+    "hobby": r"hobby|hobbies|took\s+up|taking\s+up|picked\s+up|gave\s+up|lessons|learning\s+to"
              r"|playing\s+the",
 }
 # every kind in one pattern, one named group each: one pass over a sentence finds all its kinds ("here in
@@ -89,14 +92,44 @@ _NOT_RESIDENCE = re.compile(r"\b(?:grew\s+up|born|visit\w*|trip|holiday|vacation
 
 # ---------------------------------------------------------------- cues
 
+# Said of any attribute, these mean it changed.
 _CHANGE = re.compile(
-    r"\b(?:moved|moving\s+to|relocated|switched|switching|changed|new|newly|now|anymore|any\s+more|no\s+longer"
-    r"|started|starting|began|quit|left|leaving|resigned|got\s+(?:a|an|my)|bought|sold|replaced|upgraded"
-    r"|adopted|rehomed|broke\s+up|split\s+up|divorced|got\s+(?:married|engaged)|engaged|married|dropped"
-    r"|gave\s+up|took\s+up|picked\s+up|joined|enrolled|transferred|promoted|hired|postponed|rescheduled"
-    r"|pushed\s+(?:back|to)|cancell?ed|called\s+off|instead|actually|correction|turns\s+out|i\s+meant"
-    r"|first\s+(?:week|day|month)|these\s+days|nowadays|since\s+(?:then|last)|accepted|landed|took\s+(?:a|the)\s+job"
-    r"|got\s+the\s+job|(?:my|our)\s+first)\b", re.I)
+    r"\b(?:moved|moving\s+to|relocated|switched|switching|changed|anymore|any\s+more|no\s+longer|quit|left"
+    r"|resigned|sold|replaced|upgraded|broke\s+up|split\s+up|divorced|gave\s+up|dropped|transferred"
+    r"|postponed|rescheduled|pushed\s+(?:back|to)|cancell?ed|called\s+off|instead|actually|correction"
+    r"|turns\s+out|i\s+meant|passed\s+away)\b", re.I)
+# "new" only of the thing itself ("my new job", "a new coach"), not of anything ("new people")
+_NEW_THING = re.compile(
+    r"\bnew(?:ly)?\s+(?:\w+\s+)?(?:job|role|position|office|company|home|flat|apartment|house|place|city|car|bike"
+    r"|phone|laptop|boss|manager|coach|trainer|doctor|gp|therapist|dentist|school|course|gym|partner|girlfriend"
+    r"|boyfriend|dog|cat|puppy|kitten|pet|favou?rite|obsession|hobby|diet|headteacher|teacher|team|date)\b", re.I)
+# Verbs that say a change only of some kinds ("started" a class, "adopted" a dog, "bought" a car).
+_KIND_CHANGE = {
+    kind: re.compile(rf"\b(?:{p})\b", re.I) for kind, p in {
+        "job": r"started|starting|began|joined|promoted|hired|accepted|landed|took\s+(?:a|the)\s+job"
+               r"|got\s+the\s+job|first\s+(?:week|day|month|shift)",
+        "school": r"started|starting|began|joined|enrolled|first\s+(?:week|day|term)",
+        "gym": r"started|starting|joined|signed\s+up|first\s+(?:week|session|class)",
+        "hobby": r"started|starting|began|took\s+up|picked\s+up|taking\s+up",
+        "pet": r"adopted|rehomed|got\s+(?:a|an)",
+        "vehicle": r"bought|got\s+(?:a|an)|picked\s+up",
+        "device": r"bought|got\s+(?:a|an)|caved",
+        "relationship": r"got\s+(?:married|engaged)|engaged|married|seeing\s+someone|dating",
+        "residence": r"first\s+(?:week|night|month)|unpacked",
+        "manager": r"first\s+(?:week|day|meeting)",
+        "coach": r"first\s+(?:week|session|training)",
+        "doctor": r"first\s+(?:appointment|visit)",
+        "favourite": r"obsess\w*|hooked",
+    }.items()}
+
+
+def _changed(sentence: str, kinds: frozenset[str]) -> bool:
+    if _CONTINUE.search(sentence):
+        return False
+    return bool(_CHANGE.search(sentence) or _NEW_THING.search(sentence)
+                or any(_KIND_CHANGE[k].search(sentence) for k in kinds if k in _KIND_CHANGE))
+
+
 _ENDED = re.compile(r"\b(?:broke\s+up|split\s+up|divorced|sold|quit|left|rehomed|gave\s+up|dropped|cancell?ed"
                     r"|called\s+off|no\s+longer|stopped|moved\s+out\s+of|passed\s+away)\b", re.I)
 _CONTINUE = re.compile(r"\b(?:still|again|as\s+always|same\s+(?:old|as))\b", re.I)
@@ -165,6 +198,8 @@ def _holder(sentence: str, speaker: str, kinds: frozenset[str]) -> tuple[str | N
             return me, sentence
         return title.group(1).lower(), sentence[title.end():]
     n = _NAME.match(sentence)
+    if n and sentence[n.end():n.end() + 1] == ",":  # "Nate, my favourite treat is ...": said to Nate
+        return _holder(sentence[n.end() + 1:].lstrip(), speaker, kinds)
     if n:
         word = n.group(1).lower()
         if word in _NOT_HOLDERS or word.endswith(("ing", "ed")):
@@ -245,7 +280,7 @@ def claims(text: str, speaker: str) -> list[Claim]:
         values = frozenset(w for w in content_words(tokens(rest))
                            if w not in _CUE_WORDS and w not in _GENERIC and w != event)
         out.append(Claim(holder=holder, kinds=kinds, values=values,
-                         change=bool(_CHANGE.search(sentence)) and not _CONTINUE.search(sentence),
+                         change=_changed(sentence, kinds),
                          negated=bool(_NEGATION.search(sentence)), text=sentence, event=event,
                          ended=bool(_ENDED.search(sentence))))
     return out
