@@ -95,3 +95,11 @@ def test_a_stored_memory_is_read_by_its_own_line_and_speaker() -> None:
 def test_question_state(question: str, state: str | None) -> None:
     assert question_state(question) == state
     assert question_state("Where does Tom live?", explicit=True) is None
+
+
+def test_one_more_of_a_thing_and_a_change_of_another_kind_replace_nothing() -> None:
+    """Seen on natural dialogue: "adopted another puppy" adds a pet; "started agility classes with my
+    pups" starts a class, it says nothing new about the pets."""
+    dogs = ("Audrey", "My dogs love meeting new people.")
+    assert not replaces(dogs, ("Audrey", "We adopted another puppy called Pixie."))
+    assert not replaces(dogs, ("Audrey", "I just started agility classes with my pups at a dog park."))

@@ -123,11 +123,22 @@ _KIND_CHANGE = {
     }.items()}
 
 
-def _changed(sentence: str, kinds: frozenset[str]) -> bool:
+# one more of a thing is not a replacement: "we adopted another puppy", "got a second car"
+_ADDITIVE = re.compile(r"\b(?:another|second|third|one\s+more|as\s+well|too)\b", re.I)
+_COUNTABLE = frozenset({"pet", "vehicle", "device", "hobby"})
+
+
+def _changed(sentence: str, kinds: frozenset[str]) -> frozenset[str]:
+    """The kinds of the sentence that it says changed (a verb like "started" says it only of some)."""
     if _CONTINUE.search(sentence):
-        return False
-    return bool(_CHANGE.search(sentence) or _NEW_THING.search(sentence)
-                or any(_KIND_CHANGE[k].search(sentence) for k in kinds if k in _KIND_CHANGE))
+        return frozenset()
+    if _CHANGE.search(sentence) or _NEW_THING.search(sentence):
+        changed = set(kinds)
+    else:
+        changed = {k for k in kinds if k in _KIND_CHANGE and _KIND_CHANGE[k].search(sentence)}
+    if _ADDITIVE.search(sentence):
+        changed -= _COUNTABLE
+    return frozenset(changed)
 
 
 _ENDED = re.compile(r"\b(?:broke\s+up|split\s+up|divorced|sold|quit|left|rehomed|gave\s+up|dropped|cancell?ed"
@@ -174,6 +185,7 @@ class Claim:
     text: str
     event: str | None = None  # for a plan: the event it is about ("wedding", "trip")
     ended: bool = False  # the sentence ends something ("broke up", "sold", "quit", "cancelled")
+    changed: frozenset[str] = frozenset()  # the kinds it says changed
 
 
 def _holder(sentence: str, speaker: str, kinds: frozenset[str]) -> tuple[str | None, str]:
@@ -280,7 +292,7 @@ def claims(text: str, speaker: str) -> list[Claim]:
         values = frozenset(w for w in content_words(tokens(rest))
                            if w not in _CUE_WORDS and w not in _GENERIC and w != event)
         out.append(Claim(holder=holder, kinds=kinds, values=values,
-                         change=_changed(sentence, kinds),
+                         change=bool(changed := _changed(sentence, kinds)), changed=changed,
                          negated=bool(_NEGATION.search(sentence)), text=sentence, event=event,
                          ended=bool(_ENDED.search(sentence))))
     return out
@@ -289,7 +301,7 @@ def claims(text: str, speaker: str) -> list[Claim]:
 def supersedes(newer: Claim, older: Claim) -> bool:
     """Whether ``newer`` (said later) replaces ``older``: same holder, a shared kind, a change said,
     and a value that differs (or the same value negated)."""
-    shared = newer.kinds & older.kinds
+    shared = newer.changed & older.kinds  # the change must be said of a kind both are about
     if not shared or not newer.change:
         return False
     if newer.holder != older.holder:
