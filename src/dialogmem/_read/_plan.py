@@ -190,7 +190,7 @@ class RulePlanner:
             time_phrases=list(window.phrases) if window else [],
             speakers=speakers, speaker_filter=asks_what_said(query, speakers), entities=entities,
             complexity=complexity, k=max(K_MIN, min(K_MAX, k)), source="rules",
-            state=question_state(query, explicit=True), expansions=change_words(query),
+            state=(state := question_state(query, explicit=True)), expansions=change_words(query, state),
         )
 
 

@@ -152,7 +152,7 @@ class RuleSelector:
             return []
         words = [tokens(c.record.memory) for c in candidates]
         rel = np.asarray(relevance(plan, candidates, words), dtype=np.float64)
-        rel += np.asarray(validity_terms(query, candidates), dtype=np.float64)
+        rel += np.asarray(validity_terms(query, candidates, plan.state), dtype=np.float64)
         sim, cosine = similarity_matrix(candidates, words)
         duplicate = self.duplicate_sim if cosine else self.duplicate_jaccard
         # Ties are broken by id so the same input always gives the same output: candidates are

@@ -81,17 +81,18 @@ def _eligible(r: MemoryRecord) -> bool:
     return r.memory_class == "fact" and r.tier == "mtm"
 
 
-def validity_terms(query: str, candidates: Sequence[ScoredRecord]) -> list[float]:
-    """The addition to each candidate's relevance (see the module docstring)."""
+def validity_terms(query: str, candidates: Sequence[ScoredRecord], explicit: str | None = None) -> list[float]:
+    """The addition to each candidate's relevance (see the module docstring); ``explicit``: the plan's
+    ``state`` (``question_state(query, explicit=True)``, computed once by the planner)."""
     out = [0.0] * len(candidates)
-    state = question_state(query)
+    state = explicit or question_state(query)
     if state is None or not candidates:
         return out
     records = [c.record for c in candidates]
     if state == "present":
         out = [-W_SUPERSEDED if not r.is_current else 0.0 for r in records]
     kinds = question_kinds(query)
-    if question_state(query, explicit=True) is None or not kinds:
+    if explicit is None or not kinds:
         return out
     holders = question_holders(query, {r.speaker_name for r in records})
     lines: dict[str, _Line] = {}

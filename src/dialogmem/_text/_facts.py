@@ -393,10 +393,10 @@ _CHANGE_WORDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def change_words(query: str) -> list[str]:
-    """For a question that says it asks about the present or the past ("now", "before"), the words
-    its attribute's changes are said with."""
-    if question_state(query, explicit=True) is None:
+def change_words(query: str, state: State | None) -> list[str]:
+    """For a question that says it asks about the present or the past ("now", "before": ``state``,
+    from ``question_state(query, explicit=True)``), the words its attribute's changes are said with."""
+    if state is None:
         return []
     return list(dict.fromkeys(w for k in sorted(question_kinds(query)) for w in _CHANGE_WORDS.get(k, ())))
 
