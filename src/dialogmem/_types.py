@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._text._render import render_hits
 from ._text._tokens import count_tokens
@@ -110,6 +110,23 @@ class MemoryRecord(BaseModel):
     updated_at: UnixTime
     version: Count = 1
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Validity: when the memory's evidence was said (``time_stamp`` unless given), and, once a later
+    # statement about the same holder and attribute replaced it, when (that statement's time) and by
+    # which memory. A superseded memory is kept: a past-state question still reaches it.
+    valid_from: str | None = None
+    invalid_at: str | None = None
+    superseded_by: str | None = None
+
+    @model_validator(mode="after")
+    def _valid_from_evidence(self) -> MemoryRecord:
+        if self.valid_from is None:  # a record written before validity existed: its evidence's time
+            self.valid_from = self.time_stamp
+        return self
+
+    @property
+    def is_current(self) -> bool:
+        """Not replaced by a later statement."""
+        return self.superseded_by is None and self.invalid_at is None
 
 
 class ScoredRecord(BaseModel):
@@ -147,6 +164,10 @@ class SearchHit(BaseModel):
     tier: Tier = "mtm"  # "ltm": shared, de-identified knowledge, not this user's own episode
     memory_class: str = "fact"  # "event": an event unit's summary (write.events)
     sources: list[SourceTurn] | None = None  # the L2 raw turns, with ``search(..., expand=True)``
+    # validity (``MemoryRecord``): a superseded hit says until when it held and what replaced it
+    valid_from: str | None = None
+    invalid_at: str | None = None
+    superseded_by: str | None = None
 
     @classmethod
     def from_record(cls, record: MemoryRecord, score: float) -> SearchHit:
@@ -154,13 +175,30 @@ class SearchHit(BaseModel):
             id=record.id, memory=record.memory, score=score, time_stamp=record.time_stamp,
             weekday=record.weekday, speaker_name=record.speaker_name,
             source_turn_ids=list(record.source_turn_ids), tier=record.tier, memory_class=record.memory_class,
+            valid_from=record.valid_from, invalid_at=record.invalid_at, superseded_by=record.superseded_by,
         )
 
 
 def render_context(hits: Sequence[SearchHit]) -> str:
     """The reader's context for hits: one time header per distinct time, oldest first, and every
-    line of the memories shown once (``_text._render.render_hits``)."""
-    return render_hits(hits)
+    line of the memories shown once (``_text._render.render_hits``). A superseded memory's own line
+    says until when it held ("[until 2023-06-24]"), and the memory that replaced it, when it is among
+    the hits, since when ("[since 2023-06-24]"), so a reader does not answer with the stale fact."""
+    return render_hits(with_validity(hits))
+
+
+def with_validity(hits: Sequence[SearchHit]) -> list[SearchHit]:
+    """``hits`` whose memories end with their validity marks (see ``render_context``)."""
+    successors = {h.superseded_by for h in hits if h.superseded_by}
+    out: list[SearchHit] = []
+    for h in hits:
+        mark = ""
+        if h.invalid_at or h.superseded_by:
+            mark = f" [until {(h.invalid_at or '')[:10] or 'a later statement'}; superseded]"
+        elif h.id in successors:
+            mark = f" [since {(h.valid_from or h.time_stamp)[:10]}]"
+        out.append(h.model_copy(update={"memory": h.memory + mark}) if mark else h)
+    return out
 
 
 class SearchPlan(BaseModel):

@@ -365,19 +365,22 @@ def quarantine_drop(user: UserOpt, turn: Annotated[list[str], typer.Option("--tu
     typer.echo(f"dropped {n} turns")
 
 
+#: the demo's questions over the bundled sample conversation (each one's evidence turn comes first: tested)
+DEMO_QUESTIONS = ("What is the name of Maya's dog?", "Where does Tom live now?",
+                  "What allergy does Maya have?", "When is the cello recital?")
+
+
 @app.command()
 def demo(user: Annotated[str, typer.Option("--user", "-u")] = "demo-user",
          config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
     """Ingest the bundled sample conversation offline, then run a few searches."""
-    queries = ("What is the name of Maya's dog?", "Where does Tom live now?",
-               "What allergy does Maya have?", "When is the cello recital?")
     console = Console()
 
     def run(mem: MemoryAPI) -> None:
         mem.forget_user(user)  # the demo scope only: a rerun starts from the same state
         turns, stored = _ingest(mem, sample_path(), user)
         console.print(f"[bold]ingested[/bold] {turns} turns of the sample conversation -> {stored} memories")
-        for q in queries:
+        for q in DEMO_QUESTIONS:
             rows = [h.model_dump() for h in mem.search(q, user, limit=3).hits]
             console.print(_hits_table(q, rows))
         report = mem.sleep(user)

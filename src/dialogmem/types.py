@@ -96,6 +96,8 @@ class SleepReport(BaseModel):
     new_entries: int = 0
     targets: int = 0
     updated: int = 0
+    # memories a later statement replaced: kept, with ``invalid_at`` and ``superseded_by`` set
+    superseded: int = 0
     deleted: int = 0
     merged: int = 0
     ignored: int = 0
@@ -110,8 +112,8 @@ class SleepReport(BaseModel):
     ltm: ConsolidationReport | None = None
 
     def add(self, other: SleepReport) -> None:
-        for name in ("users", "new_entries", "targets", "updated", "deleted", "merged", "ignored", "llm_calls",
-                     "evicted", "compressed"):
+        for name in ("users", "new_entries", "targets", "updated", "superseded", "deleted", "merged", "ignored",
+                     "llm_calls", "evicted", "compressed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 

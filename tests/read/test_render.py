@@ -125,3 +125,15 @@ def test_excerpts_number_the_runs_and_skip_runs_shown_elsewhere() -> None:
     shown = shown_lines([one, again, apart, later])
     assert [(s.text, s.excerpt) for s in shown] == [("A: q1", 0), ("B: a1", 0), ("A: q9", 1), ("B: a9", 1),
                                                     ("C: hi", 2)]
+
+
+def test_the_context_says_until_when_a_superseded_memory_held_and_since_when_its_successor() -> None:
+    old = hit("Tom: Things are quiet here in Denver.", stamp="2023-03-04T18:12:00", turns=("d1",), hid="old")
+    old = old.model_copy(update={"invalid_at": "2023-07-02T10:05:00", "superseded_by": "new"})
+    new = hit("Tom: I moved to Seattle last weekend.", stamp="2023-07-02T10:05:00", turns=("d3",), hid="new")
+    new = new.model_copy(update={"valid_from": "2023-07-02T10:05:00"})
+    text = render_context([new, old])
+    assert "Tom: Things are quiet here in Denver. [until 2023-07-02; superseded]" in text
+    assert "Tom: I moved to Seattle last weekend. [since 2023-07-02]" in text
+    # a current memory whose predecessor is not among the hits says nothing extra
+    assert render_context([new]) == render_hits([new])

@@ -293,11 +293,15 @@ def test_llm_plan_update_delete_ignore() -> None:
     assert plan == [
         UpdateDecision(target_id="t1", action="update", method="llm", source_ids=["s1"],
                        new_memory="Ann likes coffee, especially cappuccino in the mornings."),
-        UpdateDecision(target_id="t2", action="delete", method="llm", source_ids=["s3"]),
+        # the model's "delete" (contradicted) is carried out as a supersession: kept, linked to s3
+        UpdateDecision(target_id="t2", action="supersede", method="llm", source_ids=["s3"]),
         UpdateDecision(target_id="t3", action="ignore", method="llm"),
     ]
     new = apply_decision(coffee, plan[0], q.records(), now=99.0)
     assert new is not None and new.source_turn_ids == ["m1", "m5"] and new.version == 2
+    old_home = apply_decision(home, plan[1], q.records(), now=99.0)
+    assert old_home is not None and old_home.memory == home.memory and old_home.version == home.version + 1
+    assert old_home.superseded_by == "s3" and old_home.invalid_at == moved.time_stamp
     prompt = llm.calls[0].messages[-1]["content"]
     assert "CANDIDATES:" in prompt and "1. [2023-05-05T10:00:00]" in prompt
     assert llm.usage.get("llm", "update").calls == 3
@@ -367,6 +371,6 @@ def test_end_to_end_with_edge_index(index: EdgeIndex) -> None:
 
     plan = plan_sleep(q, LLMUpdater(ScriptedLLM(script, max_retries=0)))
     assert [(d.target_id, d.action, d.method, d.absorbed_ids) for d in plan] == [
-        (uid("old"), "delete", "llm", []), (uid("p"), "update", "rule", [uid("q")])]
+        (uid("old"), "supersede", "llm", []), (uid("p"), "update", "rule", [uid("q")])]
     flt = IndexFilter(time_to=1e12)
     assert index.count(USER, flt) == 4  # planning itself changed nothing

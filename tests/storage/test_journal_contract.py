@@ -6,6 +6,7 @@ The PostgreSQL cases run against a real server started for the session (tests/pg
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -456,3 +457,42 @@ def test_rows_imported_keep_status_counts_and_history_and_are_added_once(opener:
     assert j.speakers("u") == ["S0", "S1"]
     with pytest.raises(StoreError, match="taken by another user"):
         j.import_rows("v", memories=[(_record(1, user="v"), "active", None)])
+
+
+def test_validity_is_kept_through_a_supersession_and_a_reopen(opener: Opener) -> None:
+    """A superseded memory is a new version of the same row (never a deletion): its validity fields
+    survive the commit and a reopen on both journals, and the history keeps the version before."""
+    j = opener()
+    old, new = _record(1), _record(2)
+    _add(j, old, new)
+    assert old.valid_from == old.time_stamp and old.invalid_at is None and old.superseded_by is None
+    closed = old.model_copy(update={"invalid_at": new.time_stamp, "superseded_by": new.id, "version": 2})
+    j.commit(ChangeSet("u", writes=[MemoryWrite(closed, Event.UPDATE, f"sleep:rule:superseded-by:{new.id}",
+                                                old=old, sleep_pending=False)]), {})
+    j.close()
+    again = opener()
+    got = again.memory("u", old.id)
+    assert got == closed and got is not None and got.superseded_by == new.id and got.invalid_at == new.time_stamp
+    assert again.count_memories("u") == 2  # kept: a past-state question still reaches it
+    assert [h.event for h in again.history(old.id, "u")] == [Event.ADD, Event.UPDATE]
+
+
+def test_a_memory_written_before_validity_existed_reads_with_its_evidence_time(tmp_path: Path) -> None:
+    """A store from before validity: its payloads lack the three fields; they open unchanged and read as
+    valid from their evidence's time, never superseded."""
+    j = open_journal(JournalConfig(), tmp_path / "journal.sqlite3")
+    rec = _record(1)
+    _add(j, rec)
+    j.close()
+    with sqlite3.connect(tmp_path / "journal.sqlite3") as db:
+        payload = json.loads(db.execute("SELECT payload FROM memories").fetchone()[0])
+        for field in ("valid_from", "invalid_at", "superseded_by"):
+            payload.pop(field)
+        db.execute("UPDATE memories SET payload = ?", (json.dumps(payload),))
+    j = open_journal(JournalConfig(), tmp_path / "journal.sqlite3")
+    try:
+        got = j.memory("u", rec.id)
+        assert got is not None and got.valid_from == rec.time_stamp and got.is_current
+        assert got.memory == rec.memory and got.source_turn_ids == rec.source_turn_ids
+    finally:
+        j.close()

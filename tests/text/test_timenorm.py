@@ -181,3 +181,20 @@ def test_a_lookalike_letter_is_not_a_time_phrase(text: str) -> None:
 def test_a_day_off_the_calendar_leaves_the_phrase_as_it_is(text: str, ref: datetime) -> None:
     assert absolutize(f"See you {text}.", ref) == f"See you {text}."
     assert anchored(f"{text} (2023-05-01)", ref.date()) == f"{text} (2023-05-01)"
+
+
+@pytest.mark.parametrize("text", [
+    "I'm single for the first time in five years.",  # was "(2029)": a past span read as a future year
+    "I've been vegan for three weeks now.",
+    "I haven't seen her in two years.",
+    "Best sleep I've had in weeks.",
+    "The longest run I've done in three months.",
+])
+def test_durations_are_not_dates(text: str) -> None:
+    assert absolutize(text, MON) == text
+
+
+def test_a_date_ahead_after_a_duration_in_another_clause_is_still_resolved() -> None:
+    assert absolutize("Best sleep in weeks, and we fly in three days.", MON) == \
+        "Best sleep in weeks, and we fly in three days (2023-05-11)."
+    assert absolutize("We move in two months.", MON) == "We move in two months (July 2023)."

@@ -124,11 +124,17 @@ def test_sleep_applies_update_and_delete_with_history_and_reembedding(mem: Memor
             "tom", timestamp="2023-07-01T10:00:00", flush=True)
     before = {r.source_turn_ids[0]: r for r in mem.get_all("tom")}
     report = mem.sleep("tom")
-    assert report.deleted == 1 and report.updated == 1 and report.llm_calls >= 2
+    assert report.superseded == 1 and report.deleted == 0 and report.updated == 1 and report.llm_calls >= 2
     after = {r.source_turn_ids[0]: r for r in mem.get_all("tom")}
     denver = before["s1"]
-    assert "s1" not in after  # deleted: contradicted by the newer "moved to Seattle"
-    assert [h.event for h in mem.history(denver.id, "tom")] == [Event.ADD, Event.DELETE]
+    # contradicted by the newer "moved to Seattle": kept, with its validity closed by the LLM backend
+    # (the same fields the LLM-free detector fills)
+    kept = after["s1"]
+    assert kept.memory == denver.memory and kept.superseded_by == after["s3"].id
+    assert kept.invalid_at == after["s3"].time_stamp and kept.valid_from == denver.time_stamp
+    hist = mem.history(denver.id, "tom")
+    assert [h.event for h in hist] == [Event.ADD, Event.UPDATE]
+    assert hist[-1].actor == f"sleep:llm:superseded-by:{after['s3'].id}"
     marathon = next(r for r in after.values() if r.id == before["s2"].id)
     assert marathon.memory == "Tom runs marathons, including Lisbon in October." and marathon.version == 2
     assert set(marathon.source_turn_ids) == {"s2", "s4"}
@@ -138,6 +144,7 @@ def test_sleep_applies_update_and_delete_with_history_and_reembedding(mem: Memor
     assert mem.search("Lisbon in October", "tom", limit=1).hits[0].id == marathon.id
     # newer entries are never rewritten by older ones
     assert after["s3"].version == 1 and after["s4"].version == 1
+    assert after["s3"].superseded_by is None and after["s3"].invalid_at is None
 
 
 def test_second_sleep_with_nothing_new_costs_no_llm_call(mem: Memory) -> None:

@@ -136,8 +136,11 @@ def check_record(record: MemoryRecord, max_metadata_bytes: int) -> MemoryRecord:
     check_bounded_text(f"memory {record.id}", record.memory, 10_000_000, "the text limit")
     check_metadata(f"memory {record.id} metadata", record.metadata, max_metadata_bytes)
     _check_json(f"memory {record.id} update_queue", record.update_queue, 1)
-    for name in ("original_memory", "compressed_memory", "topic_summary", "time_stamp"):
-        check_text(f"memory {record.id} {name}", getattr(record, name))
+    for name in ("original_memory", "compressed_memory", "topic_summary", "time_stamp", "valid_from", "invalid_at",
+                 "superseded_by"):
+        value = getattr(record, name)
+        if value is not None:
+            check_text(f"memory {record.id} {name}", value)
     for name in ("entities", "keywords", "source_turn_ids"):
         for item in getattr(record, name):
             check_text(f"memory {record.id} {name}", item)

@@ -37,7 +37,7 @@ from .._prompts.answer_v2 import CitedAnswer
 from .._settings import AnswerSettings
 from .._text._render import shown_lines, shown_text
 from .._text._tokens import count_tokens
-from .._types import SearchHit, Turn
+from .._types import SearchHit, Turn, with_validity
 from ..types import AnswerMode
 from . import _hymem_steps as steps
 from ._answer import Answer
@@ -131,6 +131,8 @@ class HyMemAnswerer:
         """The top memories that fit ``light_tokens``, shown as the reader's context lines (a line
         shared by neighbouring memories once) in excerpts of neighbouring turns; a cited line cites
         its memories and turns."""
+        hits = with_validity(hits)  # "[until ...]" on a superseded memory's line: not read as current
+
         def cost(prefix: Sequence[SearchHit]) -> int:
             lines = steps.light_lines((stamp, text, ex) for stamp, _, text, ex in shown_text(prefix))
             return count_tokens(gen_prompt.context_text(lines))

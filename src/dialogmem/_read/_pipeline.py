@@ -24,6 +24,9 @@ from ._plan import Planner, QueryPlan
 from ._retrieve import active_filters, attach_vectors, embed_views, search_views
 from ._select import Selector
 
+#: the smallest K whose 2K candidates a present- or past-state question is selected from
+STATE_POOL_K = 20
+
 
 class ReadResult(BaseModel):
     """The K selected memories, the plan that found them, and where the time went."""
@@ -95,7 +98,9 @@ class ReadPipeline:
         t_plan = time.perf_counter()
         vectors = embed_views(self.embedder, plan)
         t_embed = time.perf_counter()
-        candidates, relaxed = search_views(self.index, user_id, plan, vectors, k=k, base_filter=flt,
+        # a question about a changing fact looks wider: the newest statement may rank low on words alone
+        pool = max(k, STATE_POOL_K) if plan.state else k
+        candidates, relaxed = search_views(self.index, user_id, plan, vectors, k=pool, base_filter=flt,
                                           dense_weight=self.dense_weight)
         if self.mmr_vectors and len(candidates) > k:
             attach_vectors(self.index, user_id, candidates)

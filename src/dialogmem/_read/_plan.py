@@ -27,6 +27,7 @@ from .._backends import with_fallback
 from .._errors import LLMOutputError
 from .._models._llm_base import LLMClient
 from .._prompts import plan as plan_prompt
+from .._text._facts import change_words, question_state
 from .._text._words import entities as find_entities
 from .._text._words import query_keywords, tokens
 from ._temporal import parse_time_window
@@ -78,6 +79,11 @@ class QueryPlan(BaseModel):
     complexity: Complexity = "moderate"
     k: int = Field(default=10, ge=K_MIN, le=K_MAX)
     source: Literal["rules", "llm"] = "rules"
+    # a question that says it asks how a mutable attribute is now ("now", "currently": "present") or
+    # was ("before", "used to": "past"), and the words such a change is said with ("moved", "new
+    # job"): the lexical side searches them too, and the candidates are drawn from a wider pool
+    state: Literal["present", "past"] | None = None
+    expansions: list[str] = Field(default_factory=list)
 
     @property
     def has_window(self) -> bool:
@@ -184,6 +190,7 @@ class RulePlanner:
             time_phrases=list(window.phrases) if window else [],
             speakers=speakers, speaker_filter=asks_what_said(query, speakers), entities=entities,
             complexity=complexity, k=max(K_MIN, min(K_MAX, k)), source="rules",
+            state=(state := question_state(query, explicit=True)), expansions=change_words(query, state),
         )
 
 
@@ -305,5 +312,5 @@ class LLMPlanner:
             time_from=lo, time_to=hi, time_strict=strict, time_phrases=rules.time_phrases,
             speakers=speakers, speaker_filter=rules.speaker_filter and bool(speakers),
             entities=_merged_terms(out.entities, rules.entities), complexity=complexity,
-            k=max(K_MIN, min(K_MAX, int(k))), source="llm",
+            k=max(K_MIN, min(K_MAX, int(k))), source="llm", state=rules.state, expansions=rules.expansions,
         )

@@ -50,9 +50,10 @@ def per_view_budget(k: int, n_views: int) -> int:
 
 
 def lexical_text(hq_text: str, plan: QueryPlan) -> str:
-    """The HQ text plus plan keywords not already in it (BM25 side of the hybrid query)."""
+    """The HQ text plus plan keywords (and a state question's change words) not already in it (BM25
+    side of the hybrid query)."""
     low = hq_text.lower()
-    extra = [kw for kw in plan.keywords if kw.lower() not in low]
+    extra = [kw for kw in dict.fromkeys([*plan.keywords, *plan.expansions]) if kw.lower() not in low]
     return " ".join([hq_text, *extra]).strip()
 
 

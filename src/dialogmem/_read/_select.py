@@ -6,6 +6,9 @@
             + 0.15 · multi-view agreement (share of the plan's views that returned it)
             + 0.25 · keyword overlap (share of plan keywords/entities found in the memory)
             ± 0.15 when the plan has a time window: bonus inside it, penalty outside a strict one;
+* plus the validity terms of ``_validity`` for a question about the present or the past (a
+  superseded memory demoted for "now", the newest statement of the asked attribute first; zeros
+  for other questions);
 * MMR with λ = 0.8: each pick maximises λ·relevance − (1−λ)·(max similarity to the picks so far);
   a candidate nearly identical to a pick (cosine ≥ 0.92, or Jaccard ≥ 0.6) is only used when
   nothing else is left. Similarity is the cosine of the stored vectors when stage 1 attached them, else the
@@ -33,6 +36,7 @@ from .._prompts import select as select_prompt
 from .._text._words import content_words, tokens
 from .._types import ScoredRecord
 from ._plan import QueryPlan
+from ._validity import validity_terms
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +152,7 @@ class RuleSelector:
             return []
         words = [tokens(c.record.memory) for c in candidates]
         rel = np.asarray(relevance(plan, candidates, words), dtype=np.float64)
+        rel += np.asarray(validity_terms(query, candidates, plan.state), dtype=np.float64)
         sim, cosine = similarity_matrix(candidates, words)
         duplicate = self.duplicate_sim if cosine else self.duplicate_jaccard
         # Ties are broken by id so the same input always gives the same output: candidates are

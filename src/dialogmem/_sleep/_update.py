@@ -8,6 +8,9 @@ Backends:
 
 - ``LLMUpdater``: update (refine the target with newer detail), delete (newer info contradicts it)
   or ignore, as the model decides; unusable output falls back to the rule backend for that target.
+  A "delete" is carried out as a supersession: the target is kept, with ``invalid_at`` and
+  ``superseded_by`` naming the contradicting entry (the oldest one the model named), the same fields
+  the LLM-free detector (``_supersede``) fills.
 - ``RuleUpdater`` (LLM-free): merges near-duplicates only and never deletes a distinct fact. A newer
   entry is a near-duplicate of the target when the cosine is at least ``min_cosine`` (0.95), the
   content words overlap (Jaccard ≥ ``min_overlap``, 0.8), both say "not" alike, and the content words
@@ -42,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 STAGE = "update"
 Action = Literal["update", "delete", "ignore"]
+#: what a decision does; "supersede" closes the target's validity (the model's "delete")
+DecisionAction = Literal["update", "delete", "ignore", "supersede"]
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|\w+n[’']t)\b", re.I)
 
 
@@ -50,7 +55,7 @@ class UpdateDecision(BaseModel):
     ``absorbed_ids``: duplicates merged into the target, to be deleted by the caller."""
 
     target_id: str
-    action: Action
+    action: DecisionAction
     new_memory: str | None = None
     source_ids: list[str] = Field(default_factory=list)
     absorbed_ids: list[str] = Field(default_factory=list)
@@ -165,8 +170,10 @@ def _decision(target: MemoryRecord, answer: UpdateAnswer, ordered: Sequence[Scor
         raise LLMOutputError(f"'{answer.action}' must name sources among 1..{len(ordered)}, got {answer.sources}",
                              stage=STAGE)
     used = [ordered[n - 1].record.id for n in numbers]
-    if answer.action == "delete":
-        return UpdateDecision(target_id=target.id, action="delete", source_ids=used, method="llm")
+    if answer.action == "delete":  # contradicted: kept, and superseded by the oldest contradiction named
+        first = min(numbers)
+        used = [ordered[first - 1].record.id, *(u for u in used if u != ordered[first - 1].record.id)]
+        return UpdateDecision(target_id=target.id, action="supersede", source_ids=used, method="llm")
     text = " ".join((answer.new_memory or "").split())
     if not text or text.lower() in {"null", "none"}:
         raise LLMOutputError("'update' without new_memory", stage=STAGE)
@@ -245,12 +252,18 @@ def resolve_decisions(decisions: Sequence[UpdateDecision], records: Mapping[str,
 
 def apply_decision(target: MemoryRecord, decision: UpdateDecision, records: Mapping[str, MemoryRecord],
                    *, now: float) -> MemoryRecord | None:
-    """The target after ``decision``: a new version for "update", ``None`` for "delete", the
-    target unchanged for "ignore". ``records`` must hold the decision's sources by id."""
+    """The target after ``decision``: a new version for "update", ``None`` for "delete", a new
+    version with its validity closed for "supersede" (``invalid_at``: the time of the first source,
+    ``superseded_by``: its id), the target unchanged for "ignore". ``records`` must hold the
+    decision's sources by id."""
     if decision.target_id != target.id:
         raise ValueError(f"decision for {decision.target_id} applied to {target.id}")
     if decision.action == "delete":
         return None
+    if decision.action == "supersede":
+        successor = records[decision.source_ids[0]]
+        return target.model_copy(update={"invalid_at": successor.time_stamp, "superseded_by": successor.id,
+                                         "updated_at": now, "version": target.version + 1})
     if decision.action == "ignore" or not decision.new_memory:
         return target
     sources = [records[s] for s in dict.fromkeys([*decision.source_ids, *decision.absorbed_ids])

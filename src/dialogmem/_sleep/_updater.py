@@ -25,8 +25,12 @@ from .._write._records import edited
 from ..types import SleepReport
 from . import LLMUpdater, RuleUpdater, UpdateDecision, Updater, apply_decision, build_update_queues, plan_sleep
 from ._queue import UpdateQueues
+from ._supersede import Supersession, find_supersessions, superseded_record
 
 log = logging.getLogger(__name__)
+
+#: how many of a user's newest current memories the LLM-free change detector compares new entries with
+SUPERSEDE_POOL = 20_000
 
 
 def make_updater(settings: SleepSettings, llm: LLMClient) -> Updater:
@@ -63,6 +67,8 @@ class SleepRunner:
         workers = 1 if isinstance(self.llm, LlamaCppLLM) else self.settings.max_workers
         decisions = plan_sleep(queues, self.updater, max_workers=workers)
         changes = self._changes(user_id, queues, decisions, report)
+        if isinstance(self.updater, RuleUpdater) and self.settings.supersede_rules:  # an LLM updater decides itself
+            self._supersede(user_id, records, changes, report)
         # A changed entry does not re-enter the queue: otherwise every sleep would revisit it.
         changes.sleep_done = list(ids)
         self.writer.apply(changes)
@@ -71,6 +77,28 @@ class SleepRunner:
         log.info("sleep %s: %d new, %d targets, %d updated, %d deleted, %d merged", user_id,
                  report.new_entries, report.targets, report.updated, report.deleted, report.merged)
         return report
+
+    def _supersede(self, user_id: str, new: list[MemoryRecord], changes: ChangeSet, report: SleepReport) -> None:
+        """The LLM-free change detector (``_supersede``): the user's current memories (the newest
+        ``supersede_pool`` of them) that the new entries replace, rewritten with their validity
+        closed. A memory this sleep already rewrites or removes is left to the next sleep."""
+        if not new:
+            return
+        pool = self.journal.memories(user_id, limit=SUPERSEDE_POOL)
+        touched = {w.record.id for w in changes.writes} | {r.record.id for r in changes.removals}
+        found: list[Supersession] = [s for s in find_supersessions(new, pool) if s.target_id not in touched]
+        if not found:
+            return
+        by_id = {r.id: r for r in [*pool, *new]}
+        vectors = self.journal.vectors(user_id, [s.target_id for s in found])
+        now = time.time()
+        for s in found:
+            target = by_id[s.target_id]
+            changes.writes.append(MemoryWrite(
+                record=superseded_record(target, s, now=now), event=Event.UPDATE,
+                actor=f"sleep:rule:superseded-by:{s.successor_id}", old=target, sleep_pending=False,
+                vector=vectors.get(target.id)))
+            report.superseded += 1
 
     @staticmethod
     def _changes(user_id: str, queues: UpdateQueues, decisions: list[UpdateDecision],
@@ -89,6 +117,15 @@ class SleepRunner:
                 continue
             if new is target:
                 report.ignored += 1
+                continue
+            if d.action == "supersede":
+                if not target.is_current:  # already replaced: its link stays as it is
+                    report.ignored += 1
+                    continue
+                changes.writes.append(MemoryWrite(
+                    record=new, event=Event.UPDATE, actor=f"sleep:{d.method}:superseded-by:{new.superseded_by}",
+                    old=target, sleep_pending=False))
+                report.superseded += 1
                 continue
             changes.writes.append(MemoryWrite(
                 record=_refreshed(new, target, payloads.get(target.id, []), now), event=Event.UPDATE,

@@ -50,6 +50,12 @@ _PATTERN = re.compile(
 _DONE = re.compile(
     r"\s*\((?:\d{4}(?:-\d{2}-\d{2})?|the week(?:end)? of \d{4}-\d{2}-\d{2}|[A-Z][a-z]+ \d{4})\)"
 )
+# Before "in N units", words that make it a span looked back over, not a date ahead: "single for the
+# first time in five years", "the best sleep in weeks", "haven't seen her in two years". Bounded to the
+# clause just before the phrase (no sentence break in between).
+_DURATION_BEFORE = re.compile(
+    r"\b(?:time|times|once|twice|first|ever|never|not|no|best|worst|longest|shortest|biggest|hardest|most|least"
+    r"|\w+n[’']t)\b[^.,;!?()]{0,40}$", re.IGNORECASE)
 # Day words and their offsets in days ("last night" is the evening of the day before).
 _DAY_WORDS = {"yesterday": -1, "tomorrow": 1, "the day before yesterday": -2, "the day after tomorrow": 2,
               "last night": -1}
@@ -70,7 +76,7 @@ def absolutize(text: str, reference: datetime) -> str:
     out: list[str] = []
     last = 0
     for m in matches:
-        if _DONE.match(text, m.end()):
+        if _DONE.match(text, m.end()) or _is_duration(text, m):
             continue
         label = _resolve_match(m, ref)
         if label is None:
@@ -80,6 +86,11 @@ def absolutize(text: str, reference: datetime) -> str:
         last = m.end()
     out.append(text[last:])
     return "".join(out)
+
+
+def _is_duration(text: str, m: re.Match[str]) -> bool:
+    """Whether an "in N units" phrase is a span looked back over ("the first time in five years")."""
+    return bool(m.group("in")) and _DURATION_BEFORE.search(text, max(0, m.start() - 60), m.start()) is not None
 
 
 _BRACKET = re.compile(r"\s*\(([^()]*)\)")

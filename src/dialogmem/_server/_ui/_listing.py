@@ -117,6 +117,8 @@ class Row:
     salience: float | None = None
     access_count: int | None = None
     evicted: bool = False
+    superseded_by: str | None = None  # the later memory that replaced this one
+    invalid_at: str | None = None
 
 
 @dataclass
@@ -189,12 +191,13 @@ def _is_evicted(mem: Memory, user_id: str, memory_id: str) -> bool:
 
 def _row(r: MemoryRecord) -> Row:
     return Row(id=r.id, memory=r.memory, time_stamp=r.time_stamp, speaker=r.speaker_name, tier=r.tier,
-               memory_class=r.memory_class, salience=r.salience, access_count=r.access_count)
+               memory_class=r.memory_class, salience=r.salience, access_count=r.access_count,
+               superseded_by=r.superseded_by, invalid_at=r.invalid_at)
 
 
 def _hit_row(h: SearchHit) -> Row:
     return Row(id=h.id, memory=h.memory, time_stamp=h.time_stamp, speaker=h.speaker_name, tier=h.tier,
-               memory_class=h.memory_class, score=h.score)
+               memory_class=h.memory_class, score=h.score, superseded_by=h.superseded_by, invalid_at=h.invalid_at)
 
 
 def _sorted(rows: list[Row], sort: Sort) -> list[Row]:
