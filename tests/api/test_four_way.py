@@ -33,7 +33,8 @@ from dialogmem._api import VERBS, AsyncMemoryAPI, MemoryAPI
 
 WHEN = "2023-05-08T13:56:00"
 #: verbs of Memory that act on a store's files or hand it numpy arrays: never remote
-LOCAL_ONLY = {"repair", "rebuild_index", "verify_key", "import_records", "import_mem0", "import_chats"}
+LOCAL_ONLY = {"repair", "rebuild_index", "verify_key", "import_records", "import_mem0", "import_chats",
+              "derived_id"}  # derived_id: keyed by the store's secret, which no server serves
 
 
 @pytest.fixture(scope="module", params=IMPLEMENTATIONS)
