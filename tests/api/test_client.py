@@ -8,7 +8,6 @@ import asyncio
 import io
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -35,7 +34,7 @@ from dialogmem import (
     StoreError,
 )
 from dialogmem._settings import ServerSettings
-from serverkit import bearer, rest_server, serve
+from serverkit import RawListener, bearer, rest_server, serve
 
 WHEN = "2023-05-08T13:56:00"
 
@@ -184,28 +183,16 @@ def test_a_429_waits_for_retry_after(server: Server) -> None:
         assert time.monotonic() - started >= 1.0 and len(proxy.seen) == 2
 
 
-class CutProxy:
+class CutProxy(RawListener):
     """A TCP proxy that forwards each request to the server, and for the first ``cut`` requests to
     ``path`` closes the connection instead of answering (the answer is lost after the work is done)."""
 
     def __init__(self, upstream: str, path: str, cut: int = 1) -> None:
         self.upstream, self.path, self.cut = upstream, path, cut
         self.seen: list[str] = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as rf, httpx.Client(base_url=self.upstream, timeout=60) as up:
             while line := rf.readline():
                 method, target, _ = line.decode().split(" ", 2)
@@ -224,8 +211,6 @@ class CutProxy:
                        f"{got.headers.get('content-type', 'application/json')}\r\n\r\n"
                 conn.sendall(head.encode() + got.content)
 
-    def close(self) -> None:
-        self.sock.close()
 
 
 def test_a_lost_answer_is_resent_for_add_but_not_for_update(server: Server) -> None:

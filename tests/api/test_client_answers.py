@@ -12,7 +12,6 @@ import asyncio
 import io
 import json
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from dialogmem import (
     ServerResponseError,
     ServerUnavailableError,
 )
+from serverkit import RawListener
 
 HEADER = {"kind": "header", "format": "dialogmem-export", "version": 2, "users": ["alice"]}
 TURN = {"kind": "turn", "turn": {"id": "t1", "user_id": "alice"}}
@@ -40,28 +40,16 @@ def ndjson(*lines: dict[str, Any]) -> bytes:
     return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
-class StandIn:
+class StandIn(RawListener):
     """An HTTP/1.0 server: each request to a path gets ``answers[path]`` = (status, content type,
     body), sent without a Content-Length, then the connection closes (where the body ends)."""
 
     def __init__(self, answers: dict[str, tuple[int, str, bytes]]) -> None:
         self.answers = answers
         self.requests: list[str] = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as rf:
             method, target, _ = rf.readline().decode().split(" ", 2)
             length = 0
@@ -75,8 +63,6 @@ class StandIn:
             status, kind, body = self.answers[path]
             conn.sendall(f"HTTP/1.0 {status} X\r\ncontent-type: {kind}\r\n\r\n".encode() + body)
 
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
