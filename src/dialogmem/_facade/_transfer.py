@@ -222,7 +222,7 @@ class Transfer(FacadeHost):
         end: EndLine | None = None
         for n, text in lines:
             try:
-                line = RECORD_LINE.validate_json(text)
+                line = RECORD_LINE.validate_json(text, strict=True)  # "0" is no number here
             except ValidationError as exc:
                 where, what = first_problem(exc)
                 where = where.partition(".")[2] if where.split(".")[0] in KINDS else where  # the kind's own tag
@@ -324,7 +324,7 @@ class Transfer(FacadeHost):
         next(lines)  # the header
         batch: list[Record] = []
         for _, text in lines:
-            line = RECORD_LINE.validate_json(text)
+            line = RECORD_LINE.validate_json(text, strict=True)
             if not isinstance(line, EndLine):
                 batch.append(line)
             if len(batch) >= BATCH:
