@@ -88,10 +88,16 @@ def test_a_wrong_key_gets_no_session(env: Env) -> None:
         assert c.get("/ui/").headers["location"] == "/ui/login"
 
 
-def test_sign_in_posted_from_another_site_is_refused(env: Env) -> None:
+@pytest.mark.parametrize("headers", [{"Origin": "https://evil.example"}, {"Origin": "null"},
+                                     {"Sec-Fetch-Site": "same-site"}, {"Sec-Fetch-Site": "cross-site"}],
+                         ids=["foreign origin", "null origin", "sibling site", "cross site"])
+def test_sign_in_posted_from_another_site_is_refused(env: Env, headers: dict[str, str]) -> None:
+    # the same rule as a keyless server's (_origin.cross_site): a sibling subdomain is another site too
     with httpx.Client(base_url=env.url, follow_redirects=False) as c:
-        r = c.post("/ui/login", data={"api_key": env.keys["alice"]}, headers={"Origin": "https://evil.example"})
+        r = c.post("/ui/login", data={"api_key": env.keys["alice"]}, headers=headers)
         assert r.status_code == 403 and "set-cookie" not in r.headers
+        r = c.post("/ui/login", data={"api_key": env.keys["alice"]}, headers={"Sec-Fetch-Site": "same-origin"})
+        assert r.status_code == 303 and "set-cookie" in r.headers
 
 
 def test_every_ui_response_carries_the_security_headers(env: Env) -> None:

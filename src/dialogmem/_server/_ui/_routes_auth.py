@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 import time
 from typing import Annotated
-from urllib.parse import urlsplit
 
 import anyio.to_thread
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
 from ..._errors import DialogmemError
+from .._origin import cross_site
 from ._session import COOKIE
 from ._web import (
     PREFIX,
@@ -37,14 +37,6 @@ def _set_cookie(response: Response, token: str) -> None:
                         secure=False)  # served over plain HTTP on loopback too; put TLS in front elsewhere
 
 
-def _same_origin(request: Request) -> bool:
-    """A sign-in form posted from another site is refused (its Origin names that site)."""
-    origin = request.headers.get("origin")
-    if origin is None or origin == "null":
-        return origin is None
-    return urlsplit(origin).netloc == request.headers.get("host", "")
-
-
 @router.get("/login", response_class=HTMLResponse)
 async def login_form(request: Request) -> Response:
     state = ui_state(request)
@@ -58,7 +50,7 @@ async def login_form(request: Request) -> Response:
 @router.post("/login", response_class=HTMLResponse)
 async def login(request: Request, api_key: Annotated[str, Form(max_length=200)] = "") -> Response:
     state = ui_state(request)
-    if not _same_origin(request):
+    if cross_site(request.scope["headers"]) is not None:  # a form posted from another site (or origin)
         return render(request, "login.html", {"error": "This sign-in form did not come from this inspector."},
                       status=403)
     text = api_key.strip()
