@@ -1,7 +1,9 @@
 """Schemathesis over every operation of the real REST server (uvicorn on loopback, a user key):
 every default check (no 5xx, statuses, content types, headers and bodies as the OpenAPI document
 declares them, schema-valid data accepted, schema-violating data refused, Allow headers...) over a
-bounded number of generated requests, with zero failures.
+bounded number of generated requests, with zero failures; once with a user key, once on a server
+without keys (``serve --no-auth``, ``dialogmem ui``), whose guard against web pages of other sites
+(``_server/_origin.py``) must not turn a request the document allows into a failure.
 
 One allowance: a schema-valid request may still get 422 where the document cannot state the rule
 (a free-text time the parser cannot read, the shape of a LoCoMo conversation, ids in NFC form...);
@@ -36,16 +38,18 @@ def schemathesis_cli() -> list[str]:
 
 
 @pytest.mark.timeout(300)
-def test_every_operation_passes_every_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("auth", [True, False], ids=["user key", "keyless"])
+def test_every_operation_passes_every_check(tmp_path: Path, auth: bool) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
     # a scripted fake, not a model: the same text for every stage (deep rounds that expect JSON get
     # unusable output, which the API documents as 502)
     llm = ScriptedLLM(lambda stage, messages: "scripted answer [1]")
-    with rest_server(tmp_path / "store", ["alice"], llm=llm) as (url, keys, _):
+    with rest_server(tmp_path / "store", ["alice"], llm=llm, auth=auth) as (url, keys, _):
+        who = ["-H", f"Authorization: Bearer {keys['alice']}"] if auth else []
         run = subprocess.run(
             [*schemathesis_cli(), "--config-file", str(config), "run", f"{url}/openapi.json",
-             "-H", f"Authorization: Bearer {keys['alice']}", "--max-examples", os.environ.get("FUZZ_EXAMPLES", "10"),
+             *who, "--max-examples", os.environ.get("FUZZ_EXAMPLES", "10"),
              "--seed", "1",
              "--workers", "1", "--request-timeout", "60", "--no-color"],
             capture_output=True, text=True, timeout=280, check=False)

@@ -84,7 +84,7 @@ def create_app(memory: Memory, settings: ServerSettings | None = None, *, auth: 
         app.add_middleware(UIGuard, sessions=install_ui(app, verify, settings), verify=verify)
     app.add_middleware(KeyAuth, verify=verify, protected=("/v1", "/mcp"))
     if verify is None:  # without keys: this machine's programs only, never another site's page
-        app.add_middleware(KeylessGuard, prefixes=("/v1", "/mcp"))
+        app.add_middleware(KeylessGuard, routes=app.router.routes, prefixes=("/v1", "/mcp"))
     return app
 
 

@@ -11,19 +11,21 @@ closed here:
 * **Simple requests**: a page may send a cross-origin POST without asking first (no CORS preflight)
   when its body is ``text/plain``, a form or ``multipart/form-data``, or when it has no body; it
   cannot read the answer, but the change is made. Requests that a browser marks as coming from
-  another site (``Origin``, ``Sec-Fetch-Site``) are refused, and so is a body that is not of the type
-  the route declares (``application/json``; an import also takes ``application/x-ndjson`` and
+  another site (``Origin``, ``Sec-Fetch-Site``) are refused, and so is a POST whose body is not of the
+  type the route declares (``application/json``; an import also takes ``application/x-ndjson`` and
   ``application/octet-stream``): a page can only send those after a preflight, which this server
-  never grants.
+  never grants. Other methods (PUT, PATCH, DELETE, ...) are never simple: a page must ask first, so
+  they go on to the router, which answers a method a route does not declare with 405.
 
 Pure decisions (:func:`refusal`) and a thin ASGI middleware (:class:`KeylessGuard`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._auth import send_error
@@ -32,7 +34,9 @@ LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 JSON = "application/json"
 #: body types a route may declare besides JSON (the import's JSON Lines, or raw bytes of them)
 BODY_TYPES: dict[str, frozenset[str]] = {"/v1/import": frozenset({"application/x-ndjson", "application/octet-stream"})}
-_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: the one method with a body that a page may send to another origin without a preflight (GET and
+#: HEAD change nothing here)
+_SIMPLE_WITH_BODY = "POST"
 _FETCH_SITES_OK = frozenset({"same-origin", "none"})
 
 
@@ -83,23 +87,21 @@ def cross_site(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-def refusal(method: str, path: str, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """Why a keyless server refuses this request, or None to let it through."""
+def refusal(method: str, path: str, headers: Iterable[tuple[bytes, bytes]], *, routed: bool = True) -> str | None:
+    """Why a keyless server refuses this request, or None to let it through. ``routed``: whether a
+    route takes this method on this path (a POST that none takes is answered 405 and changes nothing)."""
     headers = list(headers)
     if not loopback_host(headers):
         return "a server without keys answers to 127.0.0.1, localhost and [::1] only (Host)"
     why = cross_site(headers)
     if why is not None:
         return f"a server without keys refuses requests from web pages of another site ({why})"
-    method = method.upper()
-    if method in _SAFE_METHODS:
+    if method.upper() != _SIMPLE_WITH_BODY or not routed:
         return None
     kind = media_type(header(headers, b"content-type"))
-    if method == "DELETE" and kind is None:  # never a simple request: a page must ask first
-        return None
     allowed = {JSON} | BODY_TYPES.get(path.rstrip("/"), frozenset())
     if kind not in allowed:
-        return (f"a server without keys takes a {method} body of type {' or '.join(sorted(allowed))} only "
+        return (f"a server without keys takes a POST body of type {' or '.join(sorted(allowed))} only "
                 f"(got {kind or 'none'}): a web page cannot send those without asking first")
     return None
 
@@ -108,13 +110,18 @@ class KeylessGuard:
     """ASGI middleware of a server without keys: requests under ``prefixes`` that :func:`refusal`
     refuses get 403 before anything reads their body."""
 
-    def __init__(self, app: ASGIApp, *, prefixes: tuple[str, ...] = ("/v1", "/mcp")) -> None:
+    def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute] = (),
+                 prefixes: tuple[str, ...] = ("/v1", "/mcp")) -> None:
         self.app = app
+        self.routes = routes
         self.prefixes = prefixes
+
+    def _routed(self, scope: Scope) -> bool:
+        return any(route.matches(scope)[0] is Match.FULL for route in self.routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith(self.prefixes):
-            why = refusal(scope["method"], scope["path"], scope.get("headers", []))
+            why = refusal(scope["method"], scope["path"], scope.get("headers", []), routed=self._routed(scope))
             if why is not None:
                 await send_error(send, 403, "Forbidden", why)
                 return
