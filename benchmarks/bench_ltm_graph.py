@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from dialogmem import Memory
-from dialogmem._facade._conversation import parse_conversation
 from dialogmem._graph import GraphView
 from dialogmem._models import LocalEmbedder
 from dialogmem._sleep._consolidate import consolidate
 from dialogmem._sleep._deid import Deidentifier
 from dialogmem._sleep._mtm import plan_eviction
 from dialogmem._sleep._units import RuleUnitExtractor
+from dialogmem._transfer._conversation import parse_conversation
 from dialogmem._types import MemoryRecord
 
 USER = "locomo-user"

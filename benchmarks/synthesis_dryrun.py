@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from dialogmem import Memory
-from dialogmem._facade._conversation import parse_conversation
 from dialogmem._models import LocalEmbedder
+from dialogmem._transfer._conversation import parse_conversation
 from dialogmem._types import MemoryRecord
 from dialogmem._write._synthesize import Fragment, RuleConfig, plan_batch, rule_decider
 

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the test helpers: a real server on a free port, keys
 
 from dialogmem import Memory  # noqa: E402
-from dialogmem._facade._conversation import sample_path  # noqa: E402
 from dialogmem._server import create_app  # noqa: E402
+from dialogmem._transfer._conversation import sample_path  # noqa: E402
 from serverkit import make_keys, serve  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

@@ -26,9 +26,6 @@ import pytest
 
 from dialogmem import Memory, MemoryRecord, SearchHit, ServerSettings
 from dialogmem._changes import GraphCommit
-from dialogmem._facade._conversation import SessionBatch
-from dialogmem._facade._conversation import parse_conversation as _parse_conversation
-from dialogmem._facade._conversation import sample_path as _sample_path
 from dialogmem._graph import GraphDelta, GraphView
 from dialogmem._journal import Journal
 from dialogmem._journal import SQLiteJournal as SQLiteJournal
@@ -41,6 +38,9 @@ from dialogmem._store._room import NEW_SHARD as NEW_SHARD
 from dialogmem._store._room import DiskRoom as DiskRoom
 from dialogmem._store._room import hole_bytes as hole_bytes
 from dialogmem._sync._ltmindex import indexed_memories as _indexed_memories
+from dialogmem._transfer._conversation import SessionBatch
+from dialogmem._transfer._conversation import parse_conversation as _parse_conversation
+from dialogmem._transfer._conversation import sample_path as _sample_path
 from dialogmem._write._extract import RuleExtractor
 
 # -- data ---------------------------------------------------------------------------------------
@@ -308,13 +308,13 @@ def mcp_http_app(mem: Memory, settings: ServerSettings, *, default_user: str | N
 
 def export_schema() -> dict[str, Any]:
     """look: the JSON Schema of an export line, generated from the line models."""
-    from dialogmem._facade._portable import json_schema
+    from dialogmem._transfer._portable import json_schema
 
     return json_schema()
 
 
 def export_schema_text() -> str:
     """look: that schema as the text committed in docs/export-schema.json."""
-    from dialogmem._facade._portable import schema_text
+    from dialogmem._transfer._portable import schema_text
 
     return schema_text()

@@ -126,3 +126,14 @@ class PendingUsage:
         with self._lock:
             for key, delta in drained.items():
                 self._pending.setdefault(key, StageUsage()).add(delta)
+
+
+def answer_summary(answer_usage: dict[str, Any]) -> dict[str, Any]:
+    """``answer()`` calls (store-wide), the share that ran the deep module, and prompt tokens per answer."""
+    light = answer_usage.get("light", {})
+    deep = answer_usage.get("deep", {})
+    n = int(light.get("calls", 0)) + int(deep.get("calls", 0))
+    tokens = int(light.get("prompt_tokens", 0)) + int(deep.get("prompt_tokens", 0))
+    return {"answers": n, "deep": int(deep.get("calls", 0)),
+            "deep_rate": round(int(deep.get("calls", 0)) / n, 4) if n else None,
+            "prompt_tokens_per_answer": round(tokens / n, 1) if n else None}

@@ -20,9 +20,9 @@ from ._api import MemoryAPI
 from ._client import Client
 from ._config import Config
 from ._errors import DialogmemError
-from ._facade._conversation import read_conversation, sample_path
 from ._facade._memory import Memory
 from ._server._cli import fail, keys_app, mcp, serve, ui
+from ._transfer._conversation import read_conversation, sample_path
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Long-term memory for LLM agents: add conversations, search, manage memories.")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dialogmem._facade._conversation import sample_path
+from dialogmem._transfer._conversation import sample_path
 from dialogmem.cli import app
 from serverkit import rest_server
 

@@ -27,7 +27,7 @@ from dialogmem import (
     ScriptedLLM,
     StoreError,
 )
-from dialogmem._facade._conversation import message_chunks
+from dialogmem._transfer._conversation import message_chunks
 from seams import parse_conversation, stored_vectors, trace_sql
 
 SESSION = {"session_id": "s1", "timestamp": "2023-05-08T13:56:00"}

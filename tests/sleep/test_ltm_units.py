@@ -12,13 +12,13 @@ from collections.abc import Iterable
 import pytest
 
 from dialogmem import MemoryRecord
-from dialogmem._facade._conversation import parse_conversation, sample_path
 from dialogmem._graph import GraphView
 from dialogmem._models import ChatMessage, ScriptedLLM
 from dialogmem._sleep._consolidate import consolidate
 from dialogmem._sleep._deid import Deidentifier
 from dialogmem._sleep._llmunits import LLMUnitExtractor
 from dialogmem._sleep._units import RuleUnitExtractor, UnitEdge, UnitNode
+from dialogmem._transfer._conversation import parse_conversation, sample_path
 
 NAMES = ["Maya", "Tom Baker"]
 USER_IDS = ["user-maya"]

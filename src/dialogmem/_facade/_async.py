@@ -18,12 +18,22 @@ import numpy as np
 from .._apikeys import ApiKey
 from .._config import Config
 from .._errors import StoreError
+from .._files import Destination
 from .._graph import LTMGraph
-from .._types import AddResult, HistoryEntry, MemoryRecord, QuarantinedTurn, SearchHit, SearchResult, SourceTurn
+from .._transfer import Conversation
+from .._types import (
+    AddResult,
+    ExportReport,
+    HistoryEntry,
+    ImportReport,
+    MemoryRecord,
+    QuarantinedTurn,
+    SearchHit,
+    SearchResult,
+    SourceTurn,
+)
 from ..types import Answer, AnswerMode, GraphAudit, IndexFilter, RepairReport, SleepReport
-from ._conversation import Conversation
 from ._memory import Memory, Messages, When
-from ._transfer import Destination, ExportReport, ImportReport
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -1,47 +1,79 @@
 """``Memory``: the facade. It validates what callers pass, then hands the work to the part that does it.
 
-Decisions live in the stage modules; writing lives in the change writer (``_sync._writer``); the write
-path's orchestration in ``_write._ingest``; opening, checking and repairing the store in ``_facade._open`` and
-``_sync._repair``. This class wires them and keeps the public verbs in one place.
+Decisions live in the feature folders; writing lives in the change writer (``_sync._writer``); the write
+path's orchestration in ``_write._ingest``; sleep time in ``_sleep``; files in and out in ``_transfer``;
+opening, checking and repairing the store in ``_facade._open`` and ``_sync._repair``. This one class holds
+every public verb: each checks what it is given (``_input``) and hands the work to the part that does it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
+from .._apikeys import ApiKey
 from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from .._config import Config
 from .._errors import ConfigError, InputError, NotFoundError, StoreError
+from .._files import Destination
+from .._graph import LTMGraph
+from .._input import (
+    MAX_CONTAINS_CHARS,
+    check_bounded_text,
+    check_id,
+    check_importable,
+    check_int,
+    check_metadata,
+    check_text,
+    to_turns,
+)
+from .._journal import IndexState, TurnStatus
 from .._models import LLMClient
+from .._models._factory import embedder_identity
+from .._read._graphview import read_audit, read_graph
+from .._sleep._cycle import SleepCycle
 from .._text._timeparse import parse_timestamp
+from .._transfer import (
+    CONVERSATION_CHUNK,
+    Conversation,
+    Exporter,
+    Importer,
+    chat_logs,
+    message_chunks,
+    read_conversation_source,
+    with_content_ids,
+)
 from .._types import (
     AddResult,
     Event,
+    ExportReport,
     HistoryEntry,
+    ImportReport,
     MemoryRecord,
     Message,
+    QuarantinedTurn,
     SearchHit,
     SearchResult,
     SourceTurn,
     Turn,
 )
+from .._usage import answer_summary
 from .._write._records import coerce_filter, edited, matches
-from ..types import Answer, AnswerMode, IndexFilter, RepairReport
-from ._conversation import CONVERSATION_CHUNK, Conversation, message_chunks, read_conversation_source
-from ._input import MAX_CONTAINS_CHARS, check_bounded_text, check_id, check_int, check_metadata, to_turns
+from ..types import Answer, AnswerMode, GraphAudit, IndexFilter, RepairReport, SleepReport
 from ._lifecycle import CallGate, StoreLock
-from ._offline import Offline
-from ._open import Parts, open_parts
-from ._operators import Operations, finish_repair, prepare_repair
-from ._transfer import Transfer
+from ._open import Parts, finish_repair, open_parts, prepare_repair, rebuild_index
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +81,7 @@ Messages = str | dict[str, Any] | Message | Sequence[str | dict[str, Any] | Mess
 When = str | float | datetime
 
 
-class Memory(Operations, Offline, Transfer):
+class Memory:
     """Long-term memory for one store (a data directory), shared by any number of users.
 
     Every id-based call takes ``user_id`` and only ever sees that user's records: another user's
@@ -246,8 +278,7 @@ class Memory(Operations, Offline, Transfer):
                 queries = getattr(self._parts.embedder, "query_cache", None)
                 if queries is not None:
                     queries.clear()
-            with self._speakers_lock:
-                self._speakers.pop(user_id, None)
+            self._forget_speakers([user_id])
             return counts
 
     # -- read path ----------------------------------------------------------------------------
@@ -367,6 +398,221 @@ class Memory(Operations, Offline, Transfer):
                 raise NotFoundError(f"memory {memory_id} not found")
             return rows
 
+    # -- sleep time ---------------------------------------------------------------------------
+    def sleep(self, user_id: str | None = None) -> SleepReport:
+        """Offline work: reconcile entries added since the last sleep with their older neighbours;
+        bound each user's MTM to ``sleep.mtm_capacity`` (evicted items stay readable with ``get``);
+        then, with ``sleep.ltm``, one consolidation cycle of the shared LTM graph (over every user's
+        new and evicted items, whichever ``user_id`` is given: the graph is shared)."""
+        with self._call():
+            self._writable()
+            scope = check_id("user_id", user_id) if user_id else None
+            p = self._parts
+            return SleepCycle(p.journal, p.writer, p.sleeper, p.evictor, p.consolidator, p.ingest.user_lock,
+                              self.config.sleep, self.config.store.index_min_points).run(scope)
+
+    def graph(self, user_id: str | None = None, *, query: str | None = None, limit: int = 100) -> LTMGraph:
+        """The shared LTM graph: live nodes (strongest evidence first) and the live edges between
+        them. Without ``user_id``: only what at least ``sleep.ltm_min_users`` distinct users' memories
+        support (what every user may see); ``user_id``: only what this user's memories support
+        (``evidence`` lists their ids); ``query``: the nodes matching it and their one-hop neighbours."""
+        with self._call():
+            check_int("limit", limit, 1, 10_000)
+            key = self._parts.consolidator.subject_key(check_id("user_id", user_id)) if user_id is not None else None
+            if query is not None:
+                check_bounded_text("query", query, self.config.read.max_query_chars, "read.max_query_chars")
+            return read_graph(self._parts.journal, self._parts.search.graph, subject_key=key, query=query,
+                              limit=limit, min_score=self.config.sleep.ltm_min_score)
+
+    def graph_audit(self) -> GraphAudit:
+        """Admin view of the shared graph (``dialogmem graph --audit``): every live node and edge with
+        its number of distinct supporting users and whether it is visible to everyone (at least
+        ``sleep.ltm_min_users`` supporters, and for an edge both ends visible) or only to its
+        supporters. Holds no user id or subject key."""
+        with self._call():
+            return read_audit(self._parts.journal, self.config.sleep.ltm_min_users)
+
+    # -- statistics ---------------------------------------------------------------------------
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """Token statistics per stage (seed 002's shape), latency per stage and counts.
+
+        With ``user_id``, counts are that user's only; without, they cover the whole store.
+        """
+        with self._call():
+            if user_id is not None:
+                check_id("user_id", user_id)
+            j = self._parts.journal
+            out = self._parts.usage.snapshot()
+            out["counts"] = {
+                "memories": j.count_memories(user_id),
+                "evicted": j.count_memories(user_id, status="evicted"),
+                "turns": j.count_turns(user_id),
+                "pending_turns": j.count_turns(user_id, TurnStatus.PENDING),
+                "quarantined_turns": j.count_turns(user_id, TurnStatus.QUARANTINED),
+            }
+            out["counts"].update(self._graph_counts(user_id))
+            out["answers"] = answer_summary(out.get("answer", {}))
+            if user_id is None:
+                out["counts"]["index_failed"] = j.count_index_state(IndexState.FAILED)
+            return out
+
+    # -- API keys (the REST and MCP servers) --------------------------------------------------
+    def verify_key(self, key: str) -> ApiKey | None:
+        """The active API key this text proves, or None (malformed, unknown, wrong secret, revoked).
+        Keys are made with ``dialogmem keys create``; only their SHA-256 is stored."""
+        with self._call():
+            return self._parts.journal.verify_key(key)
+
+    def _graph_counts(self, user_id: str | None) -> dict[str, int]:
+        """Live LTM nodes and edges (store-wide: the graph is shared); with a user, also how many
+        evidence links that user's memories hold."""
+        counts = self._parts.journal.graph_counts()
+        if user_id is None:
+            return counts
+        key = self._parts.consolidator.subject_key(user_id)
+        return {"ltm_nodes": counts["ltm_nodes"], "ltm_edges": counts["ltm_edges"],
+                "ltm_links": len(self._parts.journal.graph_links(key))}
+
+    # -- operators and migrations -------------------------------------------------------------
+    def import_records(self, records: Iterable[MemoryRecord | dict[str, Any]], *,
+                       vectors: np.ndarray | None = None) -> int:
+        """Store ready-made memory records (a migration, a benchmark's precomputed data) through the
+        change writer; ``vectors`` (one row per record) skip the embedding. Returns how many."""
+        with self._call():
+            self._writable()
+            items = [check_importable(r, self.config.write.max_metadata_bytes) for r in records]
+            if vectors is not None and len(vectors) != len(items):
+                raise InputError(f"{len(items)} records but {len(vectors)} vectors")
+            by_user: dict[str, ChangeSet] = {}
+            for i, r in enumerate(items):
+                owner = self._parts.journal.memory_owner(r.id)
+                if owner is not None and owner != r.user_id:
+                    raise InputError(f"memory id {r.id} already belongs to another user")
+                vector = None if vectors is None else np.asarray(vectors[i], dtype=np.float32)
+                by_user.setdefault(r.user_id, ChangeSet(r.user_id)).writes.append(
+                    MemoryWrite(record=r, event=Event.ADD, actor="import", vector=vector))
+            for changes in by_user.values():
+                self._parts.writer.apply(changes)
+            return len(items)
+
+    def derived_id(self, user_id: str, name: str) -> str:
+        """A memory id for ``name`` in ``user_id``'s space (for ``import_records``: a LangGraph item's
+        id is its namespace and key). The same store, user and name always give the same id; another
+        user's name gives another id, and nobody without the store's secret (the journal's
+        ``store_id``, never served) can compute one, so no user can occupy or probe the id that a
+        name of another user will get."""
+        with self._call():
+            check_id("user_id", user_id)
+            check_text("name", name)
+            secret = (self._parts.journal.meta("store_id") or "").encode()
+            message = b"derived-id\x00" + user_id.encode() + b"\x00" + name.encode()
+            digest = hmac.new(secret, message, hashlib.sha256).digest()
+            return str(uuid.UUID(bytes=digest[:16], version=5))
+
+    def quarantined(self, user_id: str | None = None) -> list[QuarantinedTurn]:
+        """Accepted turns whose processing failed (of one user, or all), with the reason."""
+        with self._call():
+            return [q for _, q in self._parts.journal.quarantined(check_id("user_id", user_id) if user_id else None)]
+
+    def retry_quarantined(self, user_id: str, turn_ids: Sequence[str] | None = None) -> AddResult:
+        """Put quarantined turns (all of this user's, or these) back in the write path and flush them."""
+        with self._call():
+            self._writable()
+            check_id("user_id", user_id)
+            ids = list(turn_ids) if turn_ids is not None else [
+                q.turn.id for _, q in self._parts.journal.quarantined(user_id)]
+            moved = self._parts.journal.set_turn_status(user_id, ids, TurnStatus.PENDING,
+                                                        only_from=TurnStatus.QUARANTINED)
+            outcome = self._parts.ingest.process(user_id, force=True)
+            log.info("retried %d quarantined turns of %s", moved, user_id)
+            return AddResult(turn_ids=ids, memories=[SearchHit.from_record(r, 1.0) for r in outcome.stored],
+                             quarantined=outcome.quarantined)
+
+    def drop_quarantined(self, user_id: str, turn_ids: Sequence[str]) -> int:
+        """Give up on quarantined turns: they stay journaled (raw text kept), marked dropped."""
+        with self._call():
+            self._writable()
+            check_id("user_id", user_id)
+            return self._parts.journal.set_turn_status(user_id, list(turn_ids), TurnStatus.DROPPED,
+                                                       only_from=TurnStatus.QUARANTINED)
+
+    def rebuild_index(self) -> RepairReport:
+        """Build the vector index again from the journal (the old Edge directory is moved aside)."""
+        with self._call():
+            self._writable()
+            return rebuild_index(self._parts)
+
+    # -- data in and out as files (``_transfer``) ----------------------------------------------
+    def export(self, destination: Destination, user_id: str | None = None, *, all_users: bool = False,
+               vectors: bool = True) -> ExportReport:
+        """Write one user's records (or, with ``all_users``, every user's) to ``destination`` (a path,
+        written to a temporary file and renamed when complete, or an open text file): raw turns,
+        quarantined turns, memories of every status with their ids, sources, times, metadata and
+        history, and with ``vectors`` their vectors and the embedder that wrote them."""
+        with self._call():
+            if (user_id is None) == (not all_users):
+                raise InputError("export takes a user_id or all_users=True (not both)")
+            users = [check_id("user_id", user_id)] if user_id is not None else sorted(
+                self._parts.journal.store_identities()[1])
+            if not self.config.read_only:
+                self._parts.writer.flush_counters()  # access counts still in memory go out too
+            return Exporter(self._parts.journal, self._embedder_id()).export(destination, users, vectors=vectors)
+
+    def import_(self, source: Destination) -> ImportReport:
+        """Add the records of an export file (``export``'s format, or one made by an importer of
+        another layer's data). Every line is validated first, against the format and the store; a
+        bad line is an ``InputError`` naming it, and nothing of the file is written. Rows the store
+        holds already (same ids) are left as they are. Vectors are used when the file's embedder is
+        the store's, and computed again otherwise."""
+        with self._call():
+            self._writable()
+            report = self._importer().import_file(source)
+            self._forget_speakers(report.users)  # imported turns may bring new speakers
+            return report
+
+    def import_mem0(self, memories: Mapping[str, Any] | Sequence[Mapping[str, Any]], user_id: str, *,
+                    history: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> ImportReport:
+        """mem0's ``get_all`` output of one user (and ``history``: memory id -> mem0's ``history`` rows),
+        imported as ``import_`` does. mem0 keeps no raw turns: these are memories without L2 sources
+        (``without_sources`` lists them; ``metadata.imported_from`` is ``"mem0"``)."""
+        check_id("user_id", user_id)
+        with self._call():
+            self._writable()
+            return self._importer().import_mem0(memories, user_id, history=history)
+
+    def import_chats(self, source: str | Path, user_id: str) -> AddResult:
+        """Plain chat logs through the write path (their memories are made here, with L2 sources): a
+        JSON file holding one OpenAI ``messages`` list (or ``{"messages": [...]}``), or JSON Lines
+        holding one conversation per line. Each conversation is a session (``<file stem>-<n>``). Every
+        conversation is read and checked (as ``add`` checks messages) before the first is added, so a
+        bad one adds nothing. A message's id comes from its conversation's content and its place in
+        it: importing a file again, or a corrected one, adds no conversation twice."""
+        check_id("user_id", user_id)
+        path = Path(source)
+        conversations = [with_content_ids(messages) for messages in chat_logs(path)]
+        w = self.config.write
+        for n, messages in enumerate(conversations, 1):
+            try:
+                to_turns(messages, user_id, session_id=f"{path.stem}-{n}", timestamp=None, metadata=None,
+                         agent_id=None, max_chars=w.max_turn_chars, max_metadata_bytes=w.max_metadata_bytes)
+            except InputError as exc:
+                raise InputError(f"{path.name}, conversation {n}: {exc}") from None
+        out = AddResult(turn_ids=[])
+        for n, messages in enumerate(conversations, 1):
+            got = self.add(messages, user_id, session_id=f"{path.stem}-{n}", flush=True)
+            out.turn_ids += got.turn_ids
+            out.memories += got.memories
+            out.quarantined += got.quarantined
+        return out
+
+    def _embedder_id(self) -> str:
+        return self._parts.journal.meta("embedder") or embedder_identity(self.config.embedder)
+
+    def _importer(self) -> Importer:
+        p = self._parts
+        return Importer(p.journal, p.writer, p.embedder, self._embedder_id(), self.config.write, p.ingest.user_lock,
+                        self.config.store.index_min_points)
+
     def _known_speakers(self, user_id: str) -> list[str]:
         with self._speakers_lock:
             known = self._speakers.get(user_id)
@@ -379,3 +625,8 @@ class Memory(Operations, Offline, Transfer):
             known = self._speakers.get(user_id)
             if known is not None:
                 known += sorted(s for s in speakers if s not in known)
+
+    def _forget_speakers(self, users: Sequence[str]) -> None:
+        with self._speakers_lock:
+            for uid in users:
+                self._speakers.pop(uid, None)

@@ -32,12 +32,13 @@ from .._sync._access import AccessLog
 from .._sync._embedder_check import check_embedder, resolve_embedder
 from .._sync._ltmindex import fill_graph, indexed_memories, sync_graph_index
 from .._sync._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
-from .._sync._repair import import_from_index
+from .._sync._repair import import_from_index, recover_journal
 from .._sync._writer import ChangeWriter, fill_index
 from .._usage import PendingUsage, UsageTracker
 from .._write import WriteStages, make_write_stages
 from .._write._ingest import Ingest
 from ..types import RepairReport
+from ._lifecycle import StoreLock
 
 log = logging.getLogger(__name__)
 
@@ -228,4 +229,28 @@ def rebuild_index(parts: Parts) -> RepairReport:
     parts.search.pipeline.index = parts.search.graph.index = new
     report.seconds = round(time.perf_counter() - started, 3)
     log.warning("rebuilt the vector index from the journal: %d memories", report.memories_indexed)
+    return report
+
+
+def prepare_repair(config: Config, *, from_index: bool) -> RepairReport:
+    """The part of ``Memory.repair`` before the store is opened: with ``from_index``, rebuild a missing
+    journal's memory rows from the surviving index; otherwise move an Edge index aside (never
+    deleted), so that opening builds it again from the journal."""
+    data_dir = Path(config.data_dir).expanduser()
+    report = recover_journal(config, data_dir) if from_index else RepairReport()
+    if not from_index and config.store.backend == "edge":
+        lock = StoreLock(data_dir / ".lock")
+        try:
+            moved = StorePaths(data_dir).move_index_aside("repaired")
+        finally:
+            lock.release()
+        report.index_moved_to = str(moved) if moved is not None else None
+    return report
+
+
+def finish_repair(parts: Parts, config: Config, report: RepairReport) -> RepairReport:
+    """The part of ``Memory.repair`` on the opened store: a server index is rebuilt in place."""
+    if config.store.backend != "edge":
+        rebuild_index(parts)
+    report.memories_indexed = indexed_memories(parts.index)
     return report

@@ -74,7 +74,7 @@ def keys_create(user: Annotated[str | None, typer.Option("--user", "-u", help="t
     """Make a key; the key itself is printed once, as the last line (only its hash is stored)."""
     if admin == (user is not None):
         raise fail("give exactly one of --user ID or --admin")
-    from .._facade._input import check_id
+    from .._input import check_id
 
     with _journal(config, data_dir) as journal:
         row, key = journal.create_key("admin" if admin else "user", check_id("user_id", user) if user else None,

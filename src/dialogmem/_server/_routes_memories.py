@@ -10,9 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 
 from .._errors import InputError
-from .._facade._conversation import read_conversation_source
-from .._facade._input import MAX_CONTAINS_CHARS, MAX_ID_LEN
 from .._facade._memory import Memory
+from .._input import MAX_CONTAINS_CHARS, MAX_ID_LEN
+from .._transfer import read_conversation_source
 from .._types import AddResult, HistoryEntry, MemoryRecord, SearchHit, SourceTurn
 from ._auth import scope_user
 from ._deps import KeyDep, MemoryDep, SettingsDep

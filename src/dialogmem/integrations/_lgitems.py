@@ -29,7 +29,7 @@ from langgraph.store.base import InvalidNamespaceError, Item, MatchCondition, Se
 from langgraph.store.base.embed import get_text_at_path
 
 from .._errors import InputError
-from .._facade._input import check_id, check_metadata, check_text
+from .._input import check_id, check_metadata, check_text
 from .._text._timeparse import to_fields
 from .._text._words import entities, memory_keywords
 from .._types import MemoryRecord

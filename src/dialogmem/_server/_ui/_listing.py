@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..._errors import InputError, NotFoundError
-from ..._facade._input import check_id
 from ..._facade._memory import Memory
+from ..._input import check_id
 from ..._text._timeparse import parse_timestamp
 from ..._types import MemoryRecord, SearchHit, SearchResult
 from ..._write._records import coerce_filter, matches

@@ -20,8 +20,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..._apikeys import ApiKey
 from ..._errors import InputError
-from ..._facade._input import check_id
 from ..._facade._memory import Memory
+from ..._input import check_id
 from ._session import Session, Sessions
 from ._signin import SignInLimits
 from ._timings import Timings

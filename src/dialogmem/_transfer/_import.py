@@ -1,62 +1,54 @@
-"""Export and import of whole users in the portable format (``_portable``): ``dialogmem export`` / ``import``.
+"""Import of the portable format (``_portable``): ``dialogmem import``, and mem0's data through it.
 
-Export streams: turns a page at a time in journal order, then memories a page at a time (active,
-evicted, deleted), each followed by its history. Import reads the file twice: the first pass
-validates every line and checks it against the store (ids taken by another user, a turn id with
-other content, a vector of the wrong size) and writes nothing; only a file that passes is written,
-``BATCH`` lines per journal transaction. Rows the store holds already are kept as they are, so
-importing a file again adds nothing, and an import cut off by a crash completes when run again.
-
-A mixin of ``Memory``: it relies on the facade's ``_parts``, ``config``, ``_call()`` and ``_writable()``.
+An import reads the file twice: the first pass validates every line and checks it against the store
+(ids taken by another user, a turn id with other content, a vector of the wrong size) and writes
+nothing; only a file that passes is written, ``BATCH`` lines per journal transaction. Rows the store
+holds already are kept as they are, so importing a file again adds nothing, and an import cut off by a
+crash completes when run again.
 """
 
 from __future__ import annotations
 
 import logging
 import tempfile
-import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from .._errors import InputError, first_problem
-from .._files import Destination, writing
-from .._journal import TurnStatus
-from .._models._factory import embedder_identity
+from .._files import Destination
+from .._input import check_bounded_text, check_id, check_metadata, check_record
+from .._journal import Journal, TurnStatus
+from .._models._embed_base import Embedder
+from .._settings import WriteSettings
 from .._store._payload import point_id
-from .._types import AddResult, ExportReport, HistoryEntry, ImportReport, MemoryRecord, Turn
-from ._foreign import chat_logs, mem0_lines, with_content_ids
-from ._host import FacadeHost
-from ._input import check_bounded_text, check_id, check_metadata, check_record, to_turns
+from .._sync._writer import ChangeWriter
+from .._types import HistoryEntry, ImportReport, MemoryRecord, Turn
+from ._foreign import mem0_lines
 from ._portable import (
     RECORD_LINE,
     TURN_STATUS,
     VERSION,
     EndLine,
     HeaderLine,
-    HistoryLine,
     MemoryLine,
-    MemoryStatus,
     QuarantinedLine,
     Record,
     TurnLine,
     decode_vector,
     dump_line,
-    encode_vector,
 )
 
 log = logging.getLogger(__name__)
 
-BATCH = 500  # lines per journal transaction on import, rows per page on export
+BATCH = 500  # lines per journal transaction
 KINDS = ("turn", "quarantined", "memory", "history")
-_STATUSES: tuple[MemoryStatus, ...] = ("active", "evicted", "deleted")
-
 
 
 @dataclass
@@ -79,98 +71,41 @@ class _Batch:
     history: list[HistoryEntry] = field(default_factory=list)
 
 
-class Transfer(FacadeHost):
-    """Export and import of the portable format: verbs of ``Memory``."""
+class Importer:
+    """Checks, then writes, portable files into a store: through its journal, the change writer
+    (the index side) and its embedder (vectors a file lacks, or made by another embedder);
+    ``user_lock`` serialises each user's writes with the store's other writers."""
 
-    _speakers: dict[str, list[str]]
-    _speakers_lock: threading.Lock
+    def __init__(self, journal: Journal, writer: ChangeWriter, embedder: Embedder, embedder_id: str,
+                 write: WriteSettings, user_lock: Callable[[str], AbstractContextManager[None]],
+                 index_min_points: int) -> None:
+        self.journal = journal
+        self.writer = writer
+        self.embedder = embedder
+        self.embedder_id = embedder_id
+        self.write = write
+        self.user_lock = user_lock
+        self.index_min_points = index_min_points
 
-    # -- export -------------------------------------------------------------------------------
-    def export(self, destination: Destination, user_id: str | None = None, *, all_users: bool = False,
-               vectors: bool = True) -> ExportReport:
-        """Write one user's records (or, with ``all_users``, every user's) to ``destination`` (a path,
-        written to a temporary file and renamed when complete, or an open text file): raw turns,
-        quarantined turns, memories of every status with their ids, sources, times, metadata and
-        history, and with ``vectors`` their vectors and the embedder that wrote them."""
-        with self._call():
-            if (user_id is None) == (not all_users):
-                raise InputError("export takes a user_id or all_users=True (not both)")
-            users = [check_id("user_id", user_id)] if user_id is not None else sorted(
-                self._parts.journal.store_identities()[1])
-            started = time.perf_counter()
-            if not self.config.read_only:
-                self._parts.writer.flush_counters()  # access counts still in memory go out too
-            report = ExportReport(users=users, vectors=vectors)
-            with writing(destination) as out:
-                header = HeaderLine(embedder=self._embedder_id() if vectors else None, users=users,
-                                    exported_at=time.time())
-                out.write(dump_line(header) + "\n")
-                records = 0
-                for uid in users:
-                    for line in self._user_lines(uid, vectors):
-                        out.write(dump_line(line) + "\n")
-                        _count(report, line)
-                        records += 1
-                out.write(dump_line(EndLine(records=records)) + "\n")  # a reader knows it has it all
-            report.seconds = round(time.perf_counter() - started, 3)
-            return report
-
-    def _embedder_id(self) -> str:
-        return self._parts.journal.meta("embedder") or embedder_identity(self.config.embedder)
-
-    def _user_lines(self, user_id: str, vectors: bool) -> Iterator[BaseModel]:
-        j = self._parts.journal
-        after = 0
-        while page := self._parts.journal.turn_rows(user_id, after_seq=after, limit=BATCH):
-            for turn, status, error in page:
-                after = turn.seq
-                turn = turn.model_copy(update={"seq": 0})
-                if status is TurnStatus.QUARANTINED:
-                    yield QuarantinedLine(turn=turn, error=error or "")
-                else:
-                    yield TurnLine(turn=turn, status=_turn_state(status))
-        for memory_status in _STATUSES:
-            last: str | None = None
-            while page_m := j.memories(user_id, statuses=(memory_status,), after_id=last, limit=BATCH):
-                vecs = j.vectors(user_id, [r.id for r in page_m]) if vectors else {}
-                for r in page_m:
-                    v = vecs.get(r.id)
-                    yield MemoryLine(record=r, status=memory_status, vector=encode_vector(v) if v is not None else None)
-                    for entry in j.history(r.id, user_id):
-                        yield HistoryLine(user_id=user_id, entry=entry)
-                last = page_m[-1].id
-
-    # -- import -------------------------------------------------------------------------------
-    def import_(self, source: Destination) -> ImportReport:
-        """Add the records of an export file (``export``'s format, or one made by an importer of
-        another layer's data). Every line is validated first, against the format and the store; a
-        bad line is an ``InputError`` naming it, and nothing of the file is written. Rows the store
-        holds already (same ids) are left as they are. Vectors are used when the file's embedder is
-        the store's, and computed again otherwise."""
-        with self._call():
-            self._writable()
-            started = time.perf_counter()
-            with _reading(source) as (name, f):
-                plan = self._check_file(name, f)
-                f.seek(0)
-                report = self._write_file(f, plan)
-            with self._speakers_lock:  # imported turns may bring new speakers
-                for uid in plan.users:
-                    self._speakers.pop(uid, None)
-            report.without_sources = self._without_sources(plan)
-            if report.without_sources:
-                log.info("%d imported memories have no raw turns (L2) in the store", len(report.without_sources))
-            self._parts.writer.checkpoint()  # every imported row is in the index's segments
-            report.indexed = self._parts.writer.build_index(self.config.store.index_min_points)
-            report.seconds = round(time.perf_counter() - started, 3)
-            return report
+    def import_file(self, source: Destination) -> ImportReport:
+        """Add the records of an export file: every line is validated first, against the format and
+        the store; a bad line is an ``InputError`` naming it, and nothing of the file is written."""
+        started = time.perf_counter()
+        with _reading(source) as (name, f):
+            plan = self._check_file(name, f)
+            f.seek(0)
+            report = self._write_file(f, plan)
+        report.without_sources = self._without_sources(plan)
+        if report.without_sources:
+            log.info("%d imported memories have no raw turns (L2) in the store", len(report.without_sources))
+        self.writer.checkpoint()  # every imported row is in the index's segments
+        report.indexed = self.writer.build_index(self.index_min_points)
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
 
     def import_mem0(self, memories: Mapping[str, Any] | Sequence[Mapping[str, Any]], user_id: str, *,
                     history: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> ImportReport:
-        """mem0's ``get_all`` output of one user (and ``history``: memory id -> mem0's ``history`` rows),
-        imported as ``import_`` does. mem0 keeps no raw turns: these are memories without L2 sources
-        (``without_sources`` lists them; ``metadata.imported_from`` is ``"mem0"``)."""
-        check_id("user_id", user_id)
+        """mem0's ``get_all`` output of one user, as a portable file, imported as ``import_file`` does."""
         with tempfile.TemporaryFile("w+", encoding="utf-8") as f:
             records = -1  # the header is not a record
             for line in mem0_lines(memories, user_id, history=history):
@@ -178,35 +113,7 @@ class Transfer(FacadeHost):
                 records += 1
             f.write(dump_line(EndLine(records=records)) + "\n")
             f.seek(0)
-            return self.import_(f)
-
-    def import_chats(self, source: str | Path, user_id: str) -> AddResult:
-        """Plain chat logs through the write path (their memories are made here, with L2 sources): a
-        JSON file holding one OpenAI ``messages`` list (or ``{"messages": [...]}``), or JSON Lines
-        holding one conversation per line. Each conversation is a session (``<file stem>-<n>``). Every
-        conversation is read and checked (as ``add`` checks messages) before the first is added, so a
-        bad one adds nothing. A message's id comes from its conversation's content and its place in
-        it: importing a file again, or a corrected one, adds no conversation twice."""
-        check_id("user_id", user_id)
-        path = Path(source)
-        conversations = [with_content_ids(messages) for messages in chat_logs(path)]
-        w = self.config.write
-        for n, messages in enumerate(conversations, 1):
-            try:
-                to_turns(messages, user_id, session_id=f"{path.stem}-{n}", timestamp=None, metadata=None,
-                         agent_id=None, max_chars=w.max_turn_chars, max_metadata_bytes=w.max_metadata_bytes)
-            except InputError as exc:
-                raise InputError(f"{path.name}, conversation {n}: {exc}") from None
-        out = AddResult(turn_ids=[])
-        for n, messages in enumerate(conversations, 1):
-            got = self.add(messages, user_id, session_id=f"{path.stem}-{n}", flush=True)
-            out.turn_ids += got.turn_ids
-            out.memories += got.memories
-            out.quarantined += got.quarantined
-        return out
-
-    def add(self, messages: Any, user_id: str, *, session_id: str | None = None, flush: bool = False) -> AddResult:
-        raise NotImplementedError  # provided by Memory
+            return self.import_file(f)
 
     def _check_file(self, name: str, f: IO[str]) -> _Plan:
         lines = _numbered(f, name)
@@ -214,7 +121,7 @@ class Transfer(FacadeHost):
         if first is None:
             raise InputError(f"{name} is empty: an export starts with a header line")
         header = _header(name, *first)
-        store_embedder = self._embedder_id()
+        store_embedder = self.embedder_id
         plan = _Plan(header=header, use_vectors=header.embedder == store_embedder)
         pending_turns: dict[str, dict[str, tuple[int, str]]] = {}
         orphans: list[tuple[int, str, str]] = []  # history rows met before their memory: (line, user, memory)
@@ -255,7 +162,7 @@ class Transfer(FacadeHost):
     def _check_line(self, plan: _Plan, n: int, line: Record,
                     pending_turns: dict[str, dict[str, tuple[int, str]]],
                     orphans: list[tuple[int, str, str]]) -> None:
-        w = self.config.write
+        w = self.write
         if isinstance(line, TurnLine | QuarantinedLine):
             t = line.turn
             uid = check_id("user_id", t.user_id)
@@ -275,7 +182,7 @@ class Transfer(FacadeHost):
             uid = check_record(r, w.max_metadata_bytes).user_id
             if r.id in plan.file_memories:
                 raise InputError(f"memory {r.id} appears twice")
-            owner = self._parts.journal.memory_owner(r.id)
+            owner = self.journal.memory_owner(r.id)
             if owner is not None and owner != uid:
                 raise InputError(f"memory id {r.id} already belongs to another user")
             if owner is not None:
@@ -304,14 +211,14 @@ class Transfer(FacadeHost):
             vector = decode_vector(line.vector)
         except ValueError as exc:
             raise InputError(f"vector: {exc}") from None
-        if plan.use_vectors and vector.shape[0] != self._parts.embedder.dim:
+        if plan.use_vectors and vector.shape[0] != self.embedder.dim:
             raise InputError(f"vector has {vector.shape[0]} dimensions; the store's embedder makes "
-                             f"{self._parts.embedder.dim}")
+                             f"{self.embedder.dim}")
 
     def _check_turns(self, name: str, pending: dict[str, dict[str, tuple[int, str]]]) -> None:
         """Turns of the file that the store holds with other content are refused (ids name one turn)."""
         for uid, by_id in pending.items():
-            for held in self._parts.journal.turns(uid, ids=list(by_id)):
+            for held in self.journal.turns(uid, ids=list(by_id)):
                 n, content = by_id[held.id]
                 if held.content != content:
                     raise InputError(f"{name} line {n}: turn {held.id!r} of user {uid!r} is already stored with "
@@ -354,10 +261,10 @@ class Transfer(FacadeHost):
         for uid, b in by_user.items():
             self._embed_missing(b, report)
             active = sum(1 for _, status, _ in b.memories if status == "active")
-            with self._parts.ingest.user_lock(uid):
-                self._parts.index.check_room(active)
-                added = self._parts.journal.import_rows(uid, turns=b.turns, memories=b.memories, history=b.history)
-                self._parts.writer.index_imported([(r, v) for r, status, v in b.memories
+            with self.user_lock(uid):
+                self.writer.index.check_room(active)
+                added = self.journal.import_rows(uid, turns=b.turns, memories=b.memories, history=b.history)
+                self.writer.index_imported([(r, v) for r, status, v in b.memories
                                                    if status == "active" and v is not None])
             quarantined = sum(1 for _, status, _ in b.turns if status is TurnStatus.QUARANTINED)
             report.skipped_turns += len(b.turns) - added["turns"]
@@ -372,7 +279,7 @@ class Transfer(FacadeHost):
         missing = [i for i, (_, _, v) in enumerate(b.memories) if v is None]
         if not missing:
             return
-        vectors = self._parts.embedder.embed([b.memories[i][0].memory for i in missing])
+        vectors = self.embedder.embed([b.memories[i][0].memory for i in missing])
         for i, vector in zip(missing, vectors, strict=True):
             record, status, _ = b.memories[i]
             b.memories[i] = (record, status, vector)
@@ -381,24 +288,9 @@ class Transfer(FacadeHost):
     def _without_sources(self, plan: _Plan) -> list[str]:
         out = []
         for mid, (uid, ids) in plan.sources.items():
-            if not ids or not self._parts.journal.turns(uid, ids=ids):
+            if not ids or not self.journal.turns(uid, ids=ids):
                 out.append(mid)
         return sorted(out)
-
-
-def _count(report: ExportReport, line: BaseModel) -> None:
-    if isinstance(line, TurnLine):
-        report.turns += 1
-    elif isinstance(line, QuarantinedLine):
-        report.quarantined += 1
-    elif isinstance(line, MemoryLine):
-        report.memories += 1
-    else:
-        report.history += 1
-
-
-def _turn_state(status: TurnStatus) -> Any:
-    return {TurnStatus.PROCESSED: "processed", TurnStatus.PENDING: "pending", TurnStatus.DROPPED: "dropped"}[status]
 
 
 def _header(name: str, n: int, text: str) -> HeaderLine:

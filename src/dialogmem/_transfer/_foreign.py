@@ -19,9 +19,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._errors import InputError, first_problem
+from .._input import check_metadata
 from .._text._timeparse import to_fields
 from .._types import UNIX_MAX, UNIX_MIN, Event, HistoryEntry, MemoryRecord
-from ._input import check_metadata
 from ._portable import HeaderLine, HistoryLine, MemoryLine
 
 _EVENTS = {"ADD": Event.ADD, "UPDATE": Event.UPDATE, "DELETE": Event.DELETE}

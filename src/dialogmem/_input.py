@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import unicodedata
 import uuid
 from collections.abc import Sequence
@@ -18,9 +19,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._errors import InputError, first_problem
-from .._text._timeparse import parse_timestamp, to_fields
-from .._types import MemoryRecord, Message, Turn
+from ._errors import InputError, first_problem
+from ._text._timeparse import parse_timestamp, to_fields
+from ._types import MemoryRecord, Message, Turn
 
 MAX_ID_LEN = 256
 MAX_METADATA_DEPTH = 16
@@ -208,3 +209,22 @@ def to_message(i: int, raw: Any) -> Message:
     except ValidationError as exc:
         where, what = first_problem(exc)
         raise InputError(f"message {i}: {where or 'message'}: {what}") from exc
+
+
+def check_importable(item: MemoryRecord | dict[str, Any], max_metadata_bytes: int) -> MemoryRecord:
+    """A record (``import_records``) that the journal and the index will both take, or ``InputError`` saying why not."""
+    if isinstance(item, MemoryRecord):  # validated again: a copy made with model_copy(update=) never was
+        item = item.model_dump()
+    if not isinstance(item, dict):
+        raise InputError(f"a record must be a MemoryRecord or a dict, got {type(item).__name__}")
+    now = time.time()
+    try:
+        record = MemoryRecord.model_validate({"created_at": now, "updated_at": now, **item})
+    except ValidationError as exc:
+        where, what = first_problem(exc)
+        raise InputError(f"not a memory record: {where}: {what}") from exc
+    try:
+        uuid.UUID(record.id)
+    except ValueError:
+        raise InputError(f"memory id {record.id!r} must be a UUID string") from None
+    return check_record(record, max_metadata_bytes)
