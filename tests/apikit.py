@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dialogmem import AsyncClient, AsyncMemory, Client, Memory, Turn
+from portable import header, write_export
 from serverkit import RULES_ONLY, answering_llm, rest_server
 
 IMPLEMENTATIONS = ("Memory", "AsyncMemory", "Client", "AsyncClient")
@@ -64,12 +65,9 @@ def implementation(kind: str, data_dir: Path) -> Iterator[Any]:
 
 def quarantined_file(path: Path, user: str, turn_ids: list[str]) -> Path:
     """An export holding quarantined turns of ``user`` (what a crashed extraction leaves)."""
-    import json
-
-    lines = [{"kind": "header", "format": "dialogmem-export", "version": 1, "users": [user]}]
+    lines = [header(users=(user,))]
     for i, tid in enumerate(turn_ids):
         turn = Turn(id=tid, user_id=user, speaker="user", content=f"Quentin repaired the {i}th violin in Lyon.",
                     time_stamp="2023-05-08T13:56:00", float_time_stamp=1683554160.0, weekday="Mon")
         lines.append({"kind": "quarantined", "error": "extractor bug", "turn": turn.model_dump()})
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    return path
+    return write_export(path, lines)

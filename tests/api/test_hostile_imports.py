@@ -16,36 +16,9 @@ from typing import Any
 import pytest
 
 from dialogmem import InputError, Memory
+from portable import NOW, USER, header, memory_line, turn_line
+from portable import write_export as write
 from seams import journal_turn_count, poison_row
-
-USER = "alice"
-NOW = 1_683_554_400.0
-
-
-def header(version: int = 2, users: tuple[str, ...] = (USER,)) -> dict[str, Any]:
-    return {"kind": "header", "format": "dialogmem-export", "version": version, "users": list(users)}
-
-
-def turn_line(n: int, user: str = USER, **turn: Any) -> dict[str, Any]:
-    return {"kind": "turn", "status": "pending", "turn": {
-        "id": f"t{n}", "user_id": user, "speaker": "Alice", "content": f"I planted {n} tulips in the garden.",
-        "time_stamp": "2023-05-08T14:00:00", "float_time_stamp": NOW + n, "weekday": "Mon", **turn}}
-
-
-def memory_line(n: int, user: str = USER, **record: Any) -> dict[str, Any]:
-    return {"kind": "memory", "status": "active", "record": {
-        "id": f"00000000-0000-4000-8000-{n:012d}", "user_id": user, "memory": f"Alice owns {n} bicycles.",
-        "time_stamp": "2023-05-08T14:00:00", "float_time_stamp": NOW, "weekday": "Mon", "created_at": NOW,
-        "updated_at": NOW, **record}}
-
-
-def write(path: Path, lines: list[dict[str, Any]], *, end: bool = True) -> Path:
-    records = [json.dumps(line) for line in lines]  # json.dumps writes NaN and Infinity as such
-    if end:
-        records.append(json.dumps({"kind": "end", "records": len(lines) - 1}))
-    path.write_text("\n".join(records) + "\n", encoding="utf-8")
-    return path
-
 
 BAD_NUMBERS = [
     ("salience", math.nan), ("salience", math.inf), ("salience", 7.0), ("confidence", -math.inf),

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from dialogmem import InputError, Memory
+from portable import header, write_export
 from seams import journal_turn_count
 
 NOW = 1_683_554_400.0
@@ -52,11 +53,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
 
 
 def _file(path: Path, user: str, *lines: dict[str, Any]) -> Path:
-    header = {"kind": "header", "format": "dialogmem-export", "version": 2, "users": [user]}
-    rows = [json.dumps(header), *(json.dumps(line) for line in lines), json.dumps({"kind": "end",
-                                                                                   "records": len(lines)})]
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8", errors="surrogatepass")
-    return path
+    return write_export(path, [header(users=(user,)), *lines])
 
 
 def _exported(mem: Memory, user: str, path: Path) -> list[dict[str, Any]]:

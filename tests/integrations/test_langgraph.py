@@ -19,6 +19,7 @@ from langgraph.store.memory import InMemoryStore
 
 from dialogmem import InputError, Memory
 from dialogmem.integrations.langgraph import DialogmemStore, NamespaceError
+from portable import header, memory_line, write_export
 
 MakeMemory = Callable[..., Memory]
 
@@ -320,8 +321,6 @@ def test_another_user_can_neither_occupy_nor_probe_an_items_id(store: DialogmemS
                                                               tmp_path: Any) -> None:
     """Item ids used to be uuid5 of namespace + key: alice computed bob's, imported a memory with it
     (bob's later put failed, his get returned None) and learnt from a 422 whether bob's item existed."""
-    import json as _json
-
     from dialogmem.integrations._lgitems import item_name, legacy_item_id
 
     store.put(("bob", "prefs"), "home", {"content": "Bob lives in Porto"})
@@ -331,12 +330,7 @@ def test_another_user_can_neither_occupy_nor_probe_an_items_id(store: DialogmemS
     assert mem.derived_id("alice", item_name(("bob", "prefs"), "home")) != bob_id  # per user
     # alice plants what she can compute: the old derivation of bob's next item, as a user key's import would
     planted = legacy_item_id(("bob", "prefs"), "car")
-    header = {"kind": "header", "format": "dialogmem-export", "version": 1, "users": ["alice"]}
-    line = {"kind": "memory", "status": "active", "record": {
-        "id": planted, "user_id": "alice", "memory": "squatted", "time_stamp": "2023-05-08T14:00:00",
-        "float_time_stamp": 1.0, "weekday": "Mon", "created_at": 1.0, "updated_at": 1.0}}
-    path = tmp_path / "squat.jsonl"
-    path.write_text(_json.dumps(header) + "\n" + _json.dumps(line) + "\n", encoding="utf-8")
+    path = write_export(tmp_path / "squat.jsonl", [header(), memory_line(1, id=planted, memory="squatted")])
     assert mem.import_(path).memories == 1
     store.put(("bob", "prefs"), "car", {"content": "Bob drives a red van"})  # not refused: another id
     item = store.get(("bob", "prefs"), "car")

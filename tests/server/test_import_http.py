@@ -15,6 +15,7 @@ import pytest
 from dialogmem import Memory
 from dialogmem._server._auth import Forbidden
 from dialogmem._server._stream import LineScope
+from portable import export_text, header
 from serverkit import bearer, rest_server
 from timing import assert_linear
 
@@ -29,10 +30,7 @@ def _memory_line(user: str, **record: object) -> dict[str, object]:
 
 
 def _body(*lines: dict[str, object], user: str = "alice") -> bytes:
-    header = {"kind": "header", "format": "dialogmem-export", "version": 2, "users": [user]}
-    rows = [json.dumps(header), *(json.dumps(line) for line in lines),
-            json.dumps({"kind": "end", "records": len(lines)})]
-    return ("\n".join(rows) + "\n").encode()
+    return export_text([header(users=(user,)), *lines]).encode()
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +71,8 @@ def test_a_non_finite_number_is_a_422_naming_line_and_field(server: tuple[str, d
 def test_a_line_nested_past_the_recursion_limit_is_a_422(server: tuple[str, dict[str, str], Memory]) -> None:
     url, keys, _ = server
     deep = b"[" * 100_000 + b"]" * 100_000
-    header = json.dumps({"kind": "header", "format": "dialogmem-export", "version": 2, "users": ["alice"]})
     for key in (keys["alice"], keys["admin"]):
-        r = _post(url, key, header.encode() + b"\n" + deep + b"\n")
+        r = _post(url, key, json.dumps(header()).encode() + b"\n" + deep + b"\n")
         assert r.status_code == 422, r.text
         assert "line 2" in r.json()["detail"]
 

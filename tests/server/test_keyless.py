@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from dialogmem import Memory
+from portable import export_text, header, turn_line
 from seams import create_app, journal_turns
 from serverkit import RULES_ONLY, serve
 
@@ -23,11 +24,7 @@ VICTIM = "victim"
 
 
 def _lines(user: str, text: str) -> bytes:
-    header = {"kind": "header", "format": "dialogmem-export", "version": 1, "users": [user]}
-    turn = {"kind": "turn", "status": "pending", "turn": {
-        "id": "planted-1", "user_id": user, "speaker": "Victim", "content": text, "time_stamp": "2023-05-08T14:00:00",
-        "float_time_stamp": 1683554400.0, "weekday": "Mon"}}
-    return (json.dumps(header) + "\n" + json.dumps(turn) + "\n").encode()
+    return export_text([header(users=(user,)), turn_line("planted-1", user, content=text, speaker="Victim")]).encode()
 
 
 @pytest.fixture(scope="module")

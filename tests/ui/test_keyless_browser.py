@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 
 from dialogmem import Memory
+from portable import export_text, header, turn_line
 from seams import create_app, journal_turns
 from serverkit import RULES_ONLY, serve
 
@@ -26,11 +27,7 @@ VICTIM = "victim"
 
 
 def _import_body(text: str) -> str:
-    header = {"kind": "header", "format": "dialogmem-export", "version": 1, "users": [VICTIM]}
-    turn = {"kind": "turn", "status": "pending", "turn": {
-        "id": "planted-1", "user_id": VICTIM, "speaker": "Victim", "content": text,
-        "time_stamp": "2023-05-08T14:00:00", "float_time_stamp": 1683554400.0, "weekday": "Mon"}}
-    return json.dumps(header) + "\n" + json.dumps(turn) + "\n"
+    return export_text([header(users=(VICTIM,)), turn_line("planted-1", VICTIM, content=text, speaker="Victim")])
 
 
 @pytest.fixture(scope="module")
