@@ -30,10 +30,13 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dialogmem import Memory
 
@@ -161,6 +164,60 @@ def encoder_rate(texts_per_call: list[list[str]]) -> tuple[float, int]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def bare_onnx(texts: list[str]) -> None:
+    """Tokens/s of the store's embedder against bare onnxruntime sessions of the same graph, run the
+    same way (one text a run, one one-thread session per lane, lanes side by side), on the same
+    texts tokenized beforehand; and the store's embedder one text a call (what ``add`` of a single
+    turn can do)."""
+    import onnxruntime as ort
+
+    from dialogmem._models._bert_onnx import cached_onnx
+    from dialogmem._models._quantize import quantized_onnx
+
+    root = Path(tempfile.mkdtemp(prefix="dm-bare-"))
+    try:
+        with Memory(data_dir=root / "store") as mem:
+            emb = mem._parts.embedder
+            emb.embed(texts[:8])  # loaded, lanes made
+            path = cached_onnx(emb._model_dir, emb.cache_dir)
+            if emb.quantize == "int8":
+                path = quantized_onnx(path)
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            lanes = [ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+                     for _ in range(emb.threads)]
+            feeds = []
+            for e in emb._tokenizer.encode_batch(texts):  # padded to the longest: cut each back
+                n = sum(e.attention_mask)
+                feeds.append({"input_ids": np.array([e.ids[:n]], np.int64),
+                              "attention_mask": np.array([e.attention_mask[:n]], np.int64)})
+            tokens = sum(int(f["attention_mask"].sum()) for f in feeds)
+            order = sorted(range(len(feeds)), key=lambda i: feeds[i]["input_ids"].shape[1])
+            shares = [order[i::len(lanes)] for i in range(len(lanes))]
+
+            def lane(session: Any, idx: list[int]) -> None:
+                for i in idx:
+                    session.run(None, feeds[i])
+
+            started = time.perf_counter()
+            with ThreadPoolExecutor(len(lanes)) as pool:
+                list(pool.map(lane, lanes, shares))
+            bare = tokens / (time.perf_counter() - started)
+            started = time.perf_counter()
+            emb.embed(texts)
+            ours = tokens / (time.perf_counter() - started)
+            started = time.perf_counter()
+            for t in texts[:200]:
+                emb.embed([t])
+            single = len(texts[:200]) / (time.perf_counter() - started)
+        print(f"encoder vs bare onnxruntime ({emb.identity}, {len(lanes)} one-thread lanes, {len(texts)} memory "
+              f"texts, {tokens} tokens): bare {bare:.0f} tokens/s, dialogmem's embedder {ours:.0f} tokens/s "
+              f"(x{ours / bare:.2f}); one text a call: {single:.1f} texts/s")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def write_chats(samples: list[dict], folder: Path) -> None:
     for sample in samples:
         with (folder / f"{sample['sample_id']}.jsonl").open("w", encoding="utf-8") as f:
@@ -174,6 +231,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--conversations", default="conv-26,conv-30", help="comma-separated ids, or 'all'")
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--no-bare", action="store_true", help="skip the bare onnxruntime comparison")
     args = ap.parse_args()
     data = json.loads(args.data.read_text())
     wanted = set(args.conversations.split(","))
@@ -191,6 +249,8 @@ def main() -> None:
         by_call = _texts_by_session(runs, lines)
         enc_texts, _ = encoder_rate(by_call)
         print(f"encoder alone, the memory texts a session's add embeds (same call shape): {enc_texts:.1f} texts/s")
+        if not args.no_bare:
+            bare_onnx([t for call in by_call for t in call])
         print()
         print(f"{'path':<14}{'turns/s':>9}{'x lines':>9}{'x texts':>9}{'embeds/turn':>13}"
               f"{'enc calls/turn':>16}{'tx/turn':>9}{'idx writes/turn':>17}{'points/turn':>13}")
