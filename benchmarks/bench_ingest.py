@@ -20,6 +20,7 @@ Usage::
 
     python benchmarks/bench_ingest.py [--data ../shared/data/locomo/locomo10_dev.json]
                                       [--conversations conv-26,conv-30|all] [--modes turn,session,...]
+                                      [--sessions N] [--no-bare]
 """
 
 from __future__ import annotations
@@ -231,11 +232,14 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--conversations", default="conv-26,conv-30", help="comma-separated ids, or 'all'")
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--sessions", type=int, default=None, help="only the first N sessions of each conversation")
     ap.add_argument("--no-bare", action="store_true", help="skip the bare onnxruntime comparison")
     args = ap.parse_args()
     data = json.loads(args.data.read_text())
     wanted = set(args.conversations.split(","))
     samples = [s for s in data if args.conversations == "all" or s["sample_id"] in wanted]
+    if args.sessions is not None:
+        samples = [_first_sessions(s, args.sessions) for s in samples]
     modes = args.modes.split(",")
     chats = Path(tempfile.mkdtemp(prefix="dm-chats-"))
     try:
@@ -262,6 +266,12 @@ def main() -> None:
                   f"{c.index_writes / r.turns:>17.3f}{c.index_points / r.turns:>13.2f}")
     finally:
         shutil.rmtree(chats, ignore_errors=True)
+
+
+def _first_sessions(sample: dict, n: int) -> dict:
+    conv = {k: v for k, v in sample["conversation"].items()
+            if not k.startswith("session_") or int(k.split("_")[1]) <= n}
+    return {**sample, "conversation": conv}
 
 
 def _texts_by_session(runs: list[PathRun], lines: list[list[str]]) -> list[list[str]]:
