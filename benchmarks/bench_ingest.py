@@ -139,11 +139,13 @@ def run_path(samples: list[dict], mode: str, chats: Path) -> PathRun:
             started = time.perf_counter()
             turns = add_turns(mem, samples, mode, chats)
             wall = time.perf_counter() - started
+            counted = Counts(counts.embed_calls, list(counts.texts), counts.transactions, counts.index_writes,
+                             counts.index_points)  # before the searches below embed their queries
             # searchable right after: every sample's first turn is found by its own words
             for sample in samples:
                 first = sessions(sample)[0][2][0]["content"]
                 assert mem.search(first, sample["sample_id"], limit=10).hits, "nothing searchable"
-        return PathRun(mode, turns, wall, counts, list(counts.texts))
+        return PathRun(mode, turns, wall, counted, list(counted.texts))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -201,20 +203,23 @@ def bare_onnx(texts: list[str]) -> None:
                 for i in idx:
                     session.run(None, feeds[i])
 
-            started = time.perf_counter()
-            with ThreadPoolExecutor(len(lanes)) as pool:
-                list(pool.map(lane, lanes, shares))
-            bare = tokens / (time.perf_counter() - started)
-            started = time.perf_counter()
-            emb.embed(texts)
-            ours = tokens / (time.perf_counter() - started)
+            bare_s, ours_s = [], []
+            for _ in range(2):  # alternated: the load of a shared machine moves between them
+                started = time.perf_counter()
+                with ThreadPoolExecutor(len(lanes)) as pool:
+                    list(pool.map(lane, lanes, shares))
+                bare_s.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                emb.embed(texts)
+                ours_s.append(time.perf_counter() - started)
+            bare, ours = tokens / min(bare_s), tokens / min(ours_s)
             started = time.perf_counter()
             for t in texts[:200]:
                 emb.embed([t])
             single = len(texts[:200]) / (time.perf_counter() - started)
         print(f"encoder vs bare onnxruntime ({emb.identity}, {len(lanes)} one-thread lanes, {len(texts)} memory "
               f"texts, {tokens} tokens): bare {bare:.0f} tokens/s, dialogmem's embedder {ours:.0f} tokens/s "
-              f"(x{ours / bare:.2f}); one text a call: {single:.1f} texts/s")
+              f"(x{ours / bare:.2f}, best of 2 alternated rounds); one text a call: {single:.1f} texts/s")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
