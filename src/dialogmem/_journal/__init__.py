@@ -8,5 +8,6 @@ from ._factory import open_journal
 from ._protocol import Journal
 from ._schema import SCHEMA_VERSION, IndexState, TurnStatus
 from ._sqlite import SQLiteJournal
+from ._vectors import stored_precision
 
-__all__ = ["SCHEMA_VERSION", "IndexState", "Journal", "SQLiteJournal", "TurnStatus", "open_journal"]
+__all__ = ["SCHEMA_VERSION", "IndexState", "Journal", "SQLiteJournal", "TurnStatus", "open_journal", "stored_precision"]

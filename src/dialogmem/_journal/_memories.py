@@ -21,6 +21,7 @@ from .._errors import StoreError
 from .._types import HistoryEntry, MemoryRecord, Turn, stored_record, unix_time_or_none
 from .._usage import StageUsage
 from ._schema import IndexState, TurnStatus
+from ._vectors import decode, encode
 
 Row = Any  # sqlite3.Row, or a mapping row of another SQL backend
 
@@ -101,7 +102,7 @@ class MemoryRows:
         owner = db.execute("SELECT user_id FROM memories WHERE id=?", (r.id,)).fetchone()
         if owner is not None and owner[0] != user_id:
             raise StoreError(f"memory id {r.id} is taken by another user")
-        blob = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
+        blob = encode(vector)
         db.execute(
             "INSERT INTO memories (id, user_id, status, tier, agent_id, session_id, speaker_name, float_time_stamp, "
             "version, payload, vector, index_state, index_error, updated_at) "
@@ -174,7 +175,7 @@ class MemoryRows:
             if owner[0] != user_id:
                 raise StoreError(f"memory id {r.id} is taken by another user")
             return False
-        blob = None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
+        blob = encode(vector)
         state = IndexState.UPSERT if status == "active" else IndexState.SYNCED  # new ids: nothing to remove
         db.execute(
             "INSERT INTO memories (id, user_id, status, tier, agent_id, session_id, speaker_name, float_time_stamp, "
@@ -312,7 +313,7 @@ def memory_row(row: Row) -> MemoryRecord:
 
 
 def _vector(blob: bytes | None) -> np.ndarray | None:
-    return None if blob is None else np.frombuffer(blob, dtype=np.float32).copy()
+    return decode(blob)
 
 
 #: ids bound in one ``IN (...)`` statement: SQLite's default build binds at most 32,766 values a

@@ -111,6 +111,7 @@ class LocalEmbedder:
         self._session: Any = None  # the graph of ``quantize`` (every write)
         self._query_session: Any = None  # the graph of ``query_quantize`` (may be the same object)
         self._lanes: dict[str, list[Any]] = {}  # per graph, one-thread sessions for lists (made on first use)
+        self._graphs: dict[str, Path] = {}  # the graph file of each quantisation, once found
         self._tokenizer: Any = None
         self._st: Any = None
 
@@ -169,9 +170,12 @@ class LocalEmbedder:
         from ._bert_onnx import cached_onnx
         from ._quantize import quantized_onnx
 
-        path = cached_onnx(self._model_dir, self.cache_dir)
-        if quantize == "int8":
-            path = quantized_onnx(path)
+        path = self._graphs.get(quantize)
+        if path is None:  # found once: finding it hashes the weights (~0.35 s), and lanes make more sessions
+            path = cached_onnx(self._model_dir, self.cache_dir)
+            if quantize == "int8":
+                path = quantized_onnx(path)
+            self._graphs[quantize] = path
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or self.threads
         options.inter_op_num_threads = 1

@@ -32,7 +32,7 @@ import numpy as np
 
 from .._changes import ChangeSet, GraphCommit
 from .._errors import DiskFullError, StoreError
-from .._journal import IndexState, Journal
+from .._journal import IndexState, Journal, stored_precision
 from .._models._embed_base import Embedder
 from .._store import IndexPoint, VectorIndex
 from .._types import MemoryRecord
@@ -98,12 +98,14 @@ class ChangeWriter:
                       "next opens", exc)
 
     def _vectors(self, cs: ChangeSet) -> dict[str, np.ndarray]:
+        """The writes' vectors at the journal's precision: the index gets exactly what a rebuild from
+        the journal would give it."""
         vectors = {w.record.id: w.vector for w in cs.writes if w.vector is not None}
         missing = [w.record for w in cs.writes if w.vector is None and w.record.id not in vectors]
         if missing:
             for record, vector in zip(missing, self.embedder.embed([r.memory for r in missing]), strict=True):
                 vectors[record.id] = vector
-        return vectors
+        return {k: stored_precision(v) for k, v in vectors.items()}
 
     # -- the index ------------------------------------------------------------------------
     def _catch_up(self) -> None:
