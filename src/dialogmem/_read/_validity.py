@@ -46,7 +46,7 @@ from .._types import MemoryRecord, ScoredRecord
 
 W_SUPERSEDED = 0.3
 W_REPLACED = 0.3
-W_NEWEST = 0.6
+W_NEWEST = 0.75
 W_PAST = 0.6
 W_OTHER = 0.3
 #: the step between a memory's lines in the order of lines (its context was said just before it)
@@ -131,20 +131,20 @@ def validity_terms(query: str, candidates: Sequence[ScoredRecord], explicit: str
         if holders and not any(ln.on_topic for ln in mine) and any(
                 ln.claims and _about(ln.claims, kinds, frozenset()) for ln in mine):
             out[i] -= W_OTHER
-        own, on = mine[-1], [ln for ln in mine if ln.on_topic]
+        last, on = mine[-1], [ln for ln in mine if ln.on_topic]
         if not on or newest is None:
             continue
         if state == "present":
-            if own is newest:
+            if last is newest:
                 out[i] += W_NEWEST
             elif newest in on:
                 out[i] += W_NEWEST / 2
             elif changed and records[i].is_current:
                 out[i] -= W_REPLACED
         elif changed:
-            if own is newest or (newest in on and not own.on_topic):
+            if last is newest or (newest in on and not last.on_topic):
                 out[i] -= W_REPLACED
-            elif own.on_topic:
+            elif last.on_topic:
                 out[i] += W_PAST
             else:
                 out[i] += W_PAST / 2

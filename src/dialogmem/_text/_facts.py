@@ -441,7 +441,7 @@ _TOPIC_EXTRA: dict[str, str] = {
     "diet": r"meat|fish|steak|chicken|eat|eats|eating|ate|food|meals?|cook\w*|sugar|bread|carbs|dairy|cheese"
             r"|fasting|coffee|tea|alcohol|drinks?|wine|beer",
     "favourite": r"love|loves|loved|best|obsess\w*|go-to|into|fan|hooked|addicted|dethroned|beats|ever",
-    "plan": r"date|dates|day|week|month|venue|moved|postponed|booked|tickets|flight|deposit",
+    "plan": r"date|dates|venue|moved|postponed|booked|tickets|flight|deposit",
     "device": r"e-?reader|reader|keyboard|screen|watch|console|camera|earbuds|handset|mobile|typing|battery|charger"
               r"|model|apps?",
     "manager": r"reports?\s+to|one-to-one|1:1|line\s+manager|appraisal|team|role|in\s+charge",
