@@ -9,7 +9,7 @@ from typing import Any
 
 from dialogmem import Memory
 from dialogmem._read._validity import validity_terms
-from dialogmem._text._facts import of_someone_else, question_kinds, topic_kinds
+from dialogmem._text._facts import of_someone_else, question_kinds, question_state, topic_kinds
 from dialogmem._types import MemoryRecord, ScoredRecord
 
 USER = "u"
@@ -89,3 +89,9 @@ def test_the_newest_own_statement_gains_and_older_and_other_peoples_lose() -> No
     assert now[1] > 0 > now[0] and now[2] <= 0 and now[3] == 0
     before = validity_terms("What hobby did Kai have before?", cands, "past")
     assert before[0] > 0 > before[1] and before[3] == 0
+
+
+def test_a_past_question_can_say_its_time_as_the_start_of_a_period() -> None:
+    assert question_state("Which car did Marcus own at the beginning of 2023?", explicit=True) == "past"
+    assert question_state("Where did Priya live at the start of the year?", explicit=True) == "past"
+    assert question_state("What did Caroline paint at the weekend?", explicit=True) is None
