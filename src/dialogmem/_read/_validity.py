@@ -8,19 +8,17 @@ were replaced. ``validity_terms`` gives each candidate an addition to its releva
 Any present-state question, said in words or by its tense: a memory that a later statement superseded
 (``invalid_at`` / ``superseded_by``, set at sleep time) loses ``W_SUPERSEDED``.
 
-A question that says which time it asks about ("now", "currently", "still", "before", "used to", ...)
-and names an attribute kind is read closer. An LLM-free memory is its turn after the turns said just
-before it, so a memory can carry a stale statement as context; every line of every candidate is read
-for claims (``_text._facts``; only lines naming an asked kind, a regex or two each), and a line is
-*stale* when its memory was superseded or a later line among the candidates replaces it (the same test
-as sleep's, so a change said since the last sleep counts too; for a present-state question also a
-later claim of the same holder and kind with another value). Then:
+A question that names an attribute kind of a person is read closer. An LLM-free memory is its turn
+after the turns said just before it, so every line of every candidate is read: a line is *on topic*
+when it is the asked person's (their own line, or one that names them) and speaks of an asked kind
+(``_text._facts.topic_kinds``: loosely, "the keyboard is a dream" is about a device; reading only
+reorders, it hides nothing). The on-topic lines, ordered by when they were said, are the history of
+the attribute among the candidates. Then:
 
-* present: a candidate whose claims about the asked attribute of the asked holder are all stale
-  loses ``W_REPLACED``; the newest candidate whose own line makes a current such claim gains
-  ``W_NEWEST``;
-* past: a candidate whose own line is a stale claim about the asked attribute gains ``W_PAST``, one
-  carrying such a claim as context half of it;
+* present: the candidate whose own line is the newest on-topic line gains ``W_NEWEST``, one carrying
+  it as context half of it; a candidate whose on-topic lines are all older loses ``W_REPLACED``;
+* past: a candidate whose own line is an older on-topic line gains ``W_PAST`` (a memory carrying one
+  as context half of it), and the newest loses ``W_REPLACED``: the question is about what it replaced;
 * both: a candidate whose claims of the asked attribute are all someone else's than the person asked
   about ("Maya: I live in a tiny flat" for "Where does Tom live now?") loses ``W_OTHER``.
 
@@ -29,56 +27,64 @@ Any other question gets zeros, so questions that are not about changing facts ra
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._text._facts import (
     Claim,
-    any_supersedes,
     claims,
+    is_hypothetical,
     mentions_kind,
+    of_someone_else,
     question_holders,
     question_kinds,
     question_state,
+    topic_kinds,
 )
 from .._types import MemoryRecord, ScoredRecord
 
 W_SUPERSEDED = 0.3
 W_REPLACED = 0.3
-W_NEWEST = 0.45
-W_PAST = 0.5
+W_NEWEST = 0.75
+W_PAST = 0.6
 W_OTHER = 0.3
 #: the step between a memory's lines in the order of lines (its context was said just before it)
 _LINE_STEP = 1e-3
+_SPEAKER = re.compile(r"^([^:\n]{1,40}):\s")
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+")
 
 
 @dataclass
 class _Line:
-    text: str
     order: tuple[float, float]  # (time, within the time)
+    on_topic: bool
     claims: list[Claim]
-    own_of: set[int]  # candidates whose own line it is
     superseded: bool = False  # its memory was superseded at sleep time
-    stale: bool = False
-
-
-def _about(claims: Sequence[Claim], kinds: frozenset[str], holders: frozenset[str]) -> bool:
-    return any(c.kinds & kinds and (not holders or c.holder in holders) for c in claims)
-
-
-def _replaces(newer: Sequence[Claim], older: Sequence[Claim], state: str) -> bool:
-    """Sleep's test; for a present-state question also a later claim of the same holder and kind with
-    another value (what the question asks for is the newest value: ranking, unlike superseding,
-    hides nothing)."""
-    if any_supersedes(newer, older):
-        return True
-    return state == "present" and any(
-        n.holder == o.holder and n.kinds & o.kinds and n.values and not n.values & o.values
-        for n in newer for o in older)
 
 
 def _eligible(r: MemoryRecord) -> bool:
     return r.memory_class == "fact" and r.tier == "mtm"
+
+
+def _statements(text: str, kinds: frozenset[str]) -> str:
+    """What the line asserts about its speaker: its sentences less questions, hypotheticals and those
+    about someone else ("My sister is learning to drive"; a partner counts for a relationship)."""
+    return " ".join(s for s in _SENTENCES.split(text)
+                    if s.strip() and not s.rstrip().endswith("?") and not is_hypothetical(s)
+                    and ("relationship" in kinds or not of_someone_else(s)))
+
+
+def _on_topic(speaker: str, text: str, kinds: frozenset[str], holders: frozenset[str]) -> bool:
+    if holders and speaker.lower() not in holders:  # another speaker's line that names the person asked
+        low = text.lower()
+        return bool(topic_kinds(text, kinds)) and any(re.search(rf"\b{re.escape(h)}\b", low) for h in holders)
+    said = _statements(text, kinds)
+    return bool(said) and bool(topic_kinds(said, kinds))
+
+
+def _about(found: Sequence[Claim], kinds: frozenset[str], holders: frozenset[str]) -> bool:
+    return any(c.kinds & kinds and (not holders or c.holder in holders) for c in found)
 
 
 def validity_terms(query: str, candidates: Sequence[ScoredRecord], explicit: str | None = None) -> list[float]:
@@ -97,7 +103,7 @@ def validity_terms(query: str, candidates: Sequence[ScoredRecord], explicit: str
     holders = question_holders(query, {r.speaker_name for r in records})
     lines: dict[str, _Line] = {}
     per_candidate: list[list[_Line]] = []
-    for i, r in enumerate(records):
+    for r in records:
         mine: list[_Line] = []
         if _eligible(r):
             texts = [t for t in r.memory.splitlines() if t.strip()]
@@ -106,36 +112,40 @@ def validity_terms(query: str, candidates: Sequence[ScoredRecord], explicit: str
                 line = lines.get(text)
                 order = (r.float_time_stamp, r.created_at - (len(texts) - 1 - pos) * _LINE_STEP)
                 if line is None:
+                    m = _SPEAKER.match(text)
+                    speaker, body = (m.group(1), text[m.end():]) if m else (r.speaker_name if own else "", text)
                     found = claims(text, r.speaker_name if own else "") if mentions_kind(text, kinds) else []
-                    line = lines[text] = _Line(text, order, found, set())
+                    line = lines[text] = _Line(order, _on_topic(speaker, body, kinds, holders), found)
                 if own:
-                    line.own_of.add(i)
                     line.order = order
                     line.superseded = line.superseded or not r.is_current
                 mine.append(line)
         per_candidate.append(mine)
-    about = [ln for ln in lines.values() if ln.claims and _about(ln.claims, kinds, holders)]
-    for old in about:
-        old.stale = old.superseded or any(
-            new.order > old.order and _replaces(new.claims, old.claims, state) for new in about if new is not old)
-    newest: tuple[tuple[float, float], int] | None = None
+    topical = sorted({id(ln): ln for ln in lines.values() if ln.on_topic and not ln.superseded}.values(),
+                     key=lambda ln: ln.order)
+    newest = topical[-1] if topical else None
+    changed = len(topical) >= 2
     for i, mine in enumerate(per_candidate):
-        asked = [ln for ln in mine if ln.claims and _about(ln.claims, kinds, holders)]
-        if holders and not asked and any(ln.claims and _about(ln.claims, kinds, frozenset()) for ln in mine):
+        if not mine:
+            continue
+        if holders and not any(ln.on_topic for ln in mine) and any(
+                ln.claims and _about(ln.claims, kinds, frozenset()) for ln in mine):
             out[i] -= W_OTHER
-        if not asked:
+        last, on = mine[-1], [ln for ln in mine if ln.on_topic]
+        if not on or newest is None:
             continue
-        if state == "past":  # the stale statement itself first, then the memories carrying it as context
-            if mine[-1] in asked and mine[-1].stale:
+        if state == "present":
+            if last is newest:
+                out[i] += W_NEWEST
+            elif newest in on:
+                out[i] += W_NEWEST / 2
+            elif changed and records[i].is_current:
+                out[i] -= W_REPLACED
+        elif changed:
+            if last is newest or (newest in on and not last.on_topic):
+                out[i] -= W_REPLACED
+            elif last.on_topic:
                 out[i] += W_PAST
-            elif any(ln.stale for ln in asked):
+            else:
                 out[i] += W_PAST / 2
-            continue
-        if all(ln.stale for ln in asked):
-            out[i] -= 0.0 if not records[i].is_current else W_REPLACED  # the superseded lost theirs above
-        last = mine[-1]
-        if last in asked and not last.stale and (newest is None or last.order > newest[0]):
-            newest = (last.order, i)
-    if newest is not None:
-        out[newest[1]] += W_NEWEST
     return out

@@ -341,7 +341,7 @@ def any_supersedes(newer: Iterable[Claim], older: Iterable[Claim]) -> bool:
 _PRESENT = re.compile(r"\b(?:now|currently|current|these\s+days|nowadays|still|any\s?more|any\s+longer|latest"
                       r"|at\s+the\s+moment|at\s+present|today|these\s+days|most\s+recent(?:ly)?)\b", re.I)
 _PAST = re.compile(r"\b(?:before|used\s+to|use\s+to|first|previous(?:ly)?|originally|former(?:ly)?|old|earlier"
-                   r"|initially"
+                   r"|initially|at\s+the\s+(?:start|beginning)\s+of|in\s+the\s+past"
                    r"|at\s+first|back\s+(?:then|when|in)|prior|until|originally)\b", re.I)
 _PRESENT_TENSE = re.compile(r"^(?:where|what|who|which|how)\s+(?:does|do|is|are|'s)\b|^(?:does|do|is|are)\b",
                             re.I)
@@ -363,12 +363,21 @@ def question_state(query: str, *, explicit: bool = False) -> State | None:
 
 _QUESTION_KINDS = {
     **{k: v for k, v in _KINDS.items() if k != "residence"},
-    "residence": r"live[sd]?|living|home|moved|move|based|city|town|apartment|reside\w*",
-    "job": _KINDS["job"] + r"|work(?!\s*out)|works(?!\s*out)|do\s+for\s+(?:a\s+)?living|employed|teach\w*",
-    "pet": _KINDS["pet"] + r"|animal",
-    "vehicle": _KINDS["vehicle"] + r"|drive|drives|driving",
-    "diet": _KINDS["diet"] + r"|eat|eats|food|animal\s+products",
+    "residence": r"live[sd]?|living|home|moved|move|based|city|town|apartment|reside\w*|staying|stay|stays"
+                 r"|address|house|flat",
+    "job": _KINDS["job"] + r"|work(?!\s*out)|works(?!\s*out)|do\s+for\s+(?:a\s+)?living|employed|teach\w*"
+                           r"|employs?|company|firm|occupation|profession|position|role|title",
+    "pet": _KINDS["pet"] + r"|animals?",
+    "vehicle": _KINDS["vehicle"] + r"|drive|drives|driving|ride|rides|riding|get\s+around|commute\w*|bike",
+    "diet": _KINDS["diet"] + r"|eat|eats|eating|food|animal\s+products|meat|fish",
+    "favourite": _KINDS["favourite"] + r"|like\s+(?:best|most)|go-to|(?:loves?|enjoys?)\s+most|top\s+pick",
+    "device": _KINDS["device"] + r"|e-?reader|handset|mobile|gadget|device",
+    "manager": _KINDS["manager"] + r"|reports?\s+to|supervis\w*|in\s+charge",
+    "coach": _KINDS["coach"] + r"|coaching",
+    "doctor": _KINDS["doctor"] + r"|physician|teeth|medical",
+    "school": _KINDS["school"] + r"|attends?|studying|enrolled|institution|study|studies",
     "gym": _KINDS["gym"] + r"|work\s*out|exercis\w*|train|trains",
+    "hobby": _KINDS["hobby"] + r"|craft|pastime|for\s+fun|into|instrument|language|spare\s+time|free\s+time",
 }
 _QUESTION_KIND_RES = {k: re.compile(rf"\b(?:{p})\b", re.I) for k, p in _QUESTION_KINDS.items()}
 
@@ -412,3 +421,54 @@ def question_holders(query: str, known: Iterable[str] = ()) -> frozenset[str]:
     low = query.lower()
     names |= {k.lower() for k in known if k and k.lower() in low}
     return frozenset(n for n in names if n not in _NOT_HOLDERS)
+
+
+# ---------------------------------------------------------------- topics (reading only)
+
+# What a line is *about*, read more loosely than a claim: reading only reorders candidates (a wrong
+# topic hides nothing), so a line that never names its attribute ("the keyboard on this one is a
+# dream", "the vet says they get along") can still count. Never used to supersede anything.
+_TOPIC_EXTRA: dict[str, str] = {
+    "residence": r"home|place|village|cottage|studio|street|road|suburb|keys|staying|stay|commute",
+    "job": r"work|working|company|firm|employ\w*|hospital|ward|clinic|onboarding|role|position|career|notice"
+           r"|redundan\w*|students|pupils|customers|staff|boss|manager|promotion|bakery|restaurant|warehouse|crew"
+           r"|ambulance|agency|department",
+    "relationship": r"together|seeing|date|dates|dated|ring|proposed|wedding|honeymoon|ex",
+    "pet": r"animals?|vet|guinea\s+pigs?|bunn(?:y|ies)|tortoise|goldfish|fish|budgie|walkies|litter|lead|leash"
+           r"|kennel|hutch|paws?",
+    "vehicle": r"bike|bicycle|cycl\w*|ride|riding|rides|parking|parked|park|mot|tyres?|tires?|petrol|diesel|garage"
+               r"|electric|commute|mileage|road\s+trip|wheels",
+    "diet": r"meat|fish|steak|chicken|eat|eats|eating|ate|food|meals?|cook\w*|sugar|bread|carbs|dairy|cheese"
+            r"|fasting|coffee|tea|alcohol|drinks?|wine|beer",
+    "favourite": r"love|loves|loved|best|obsess\w*|go-to|into|fan|hooked|addicted|dethroned|beats|ever",
+    "plan": r"date|dates|venue|moved|postponed|booked|tickets|flight|deposit",
+    "device": r"e-?reader|reader|keyboard|screen|watch|console|camera|earbuds|handset|mobile|typing|battery|charger"
+              r"|model|apps?",
+    "manager": r"reports?\s+to|one-to-one|1:1|line\s+manager|appraisal|team|role|in\s+charge",
+    "coach": r"training|practice|session|sessions|squad|club|team|drills",
+    "doctor": r"clinic|practice|appointment|surgery|teeth|check-?up|prescription|dr",
+    "school": r"term|teacher|teachers|class|pupils|enrolled|transferred|uni|study|studying|modules?|lectures?",
+    "gym": r"class|classes|session|sessions|spin|yoga|pilates|pool|lido|swim\w*|workout|weights|running|cycling",
+    "hobby": r"class|classes|lessons?|learning|learn|practice|practis\w*|playing|club|swim\w*|running|painting"
+             r"|pottery|knitting|guitar|piano|cello|violin|drums|chess|garden\w*|baking|climbing|carv\w*"
+             r"|crochet\w*|photography|language|course",
+}
+_TOPIC_RES = {kind: re.compile(rf"\b(?:{_KINDS[kind]}|{extra})\b", re.I) for kind, extra in _TOPIC_EXTRA.items()}
+
+
+def is_hypothetical(sentence: str) -> bool:
+    """Whether a sentence speaks of what might be, not what is ("If I moved ...", "I want to try ...")."""
+    return bool(_HYPOTHETICAL.search(sentence))
+
+
+def of_someone_else(sentence: str) -> bool:
+    """Whether a sentence is about someone other than its speaker ("My sister is learning to drive",
+    "She moved"): not the speaker's own attribute."""
+    s = _OPENERS.sub("", sentence.strip())
+    return bool(_MY_KIN.match(s) or _THIRD_PRONOUN.match(s))
+
+
+def topic_kinds(text: str, kinds: Iterable[str]) -> frozenset[str]:
+    """Which of ``kinds`` a line of dialogue is about, read loosely (see ``_TOPIC_EXTRA``): for ranking,
+    never for superseding."""
+    return frozenset(k for k in kinds if k in _TOPIC_RES and _TOPIC_RES[k].search(text))

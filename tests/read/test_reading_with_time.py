@@ -1,0 +1,97 @@
+"""Reading with time on the LLM-free defaults, no sleep (real SQLite, Qdrant Edge, MiniLM): a change said
+without naming the attribute ("writing from the new Dell, the screen is so crisp") still puts the newest
+statement first for a present-state question and the older one first for a past-state question, and a
+line about someone else ("my brother is learning the guitar") is not the person's own newest statement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dialogmem import Memory
+from dialogmem._read._validity import validity_terms
+from dialogmem._text._facts import of_someone_else, question_kinds, question_state, topic_kinds
+from dialogmem._types import MemoryRecord, ScoredRecord
+
+USER = "u"
+
+#: (speaker, text, when): Kai's computer changes in June without the word "computer" or "laptop"
+CHAT = [
+    ("Kai", "My laptop is an ancient MacBook held together with tape.", "2023-01-14T19:00:00"),
+    ("Lee", "Brave of you to still use it.", "2023-01-14T19:01:00"),
+    ("Kai", "I made a lasagne last night and it collapsed.", "2023-01-14T19:02:00"),
+    ("Lee", "Still tasty though?", "2023-01-14T19:03:00"),
+    ("Kai", "We had a long walk along the river on Sunday.", "2023-03-02T18:00:00"),
+    ("Lee", "The weather was lovely for it.", "2023-03-02T18:01:00"),
+    ("Kai", "Writing to you from the shiny new Dell, the screen is so crisp.", "2023-06-20T20:00:00"),
+    ("Lee", "Nice, finally retired the old one!", "2023-06-20T20:01:00"),
+    ("Kai", "My brother is learning the guitar and practises at midnight.", "2023-06-20T20:02:00"),
+    ("Kai", "Anyway, how was your week, Lee?", "2023-06-20T20:03:00"),
+]
+
+
+def _chat(mem: Memory) -> dict[str, str]:
+    """Adds CHAT, one session a day; returns each turn's text → its turn id."""
+    ids: dict[str, str] = {}
+    for speaker, text, when in CHAT:
+        got = mem.add([{"content": text, "name": speaker}], USER, session_id=when[:10], timestamp=when)
+        ids[text] = got.turn_ids[-1]
+    mem.flush(USER)
+    return ids
+
+
+def _first_own(mem: Memory, question: str) -> str:
+    """The turn id of the first hit's own turn."""
+    hit = mem.search(question, USER, limit=5, reference_time="2023-06-21T09:00:00").hits[0]
+    return hit.source_turn_ids[-1]
+
+
+def test_a_change_said_without_the_attributes_name_is_the_newest_statement(make_memory: Any) -> None:
+    mem = make_memory()
+    ids = _chat(mem)
+    dell, macbook = ids[CHAT[6][1]], ids[CHAT[0][1]]
+    assert _first_own(mem, "What computer does Kai use now?") == dell
+    assert _first_own(mem, "What computer did Kai use before?") == macbook
+
+
+def test_question_words_name_the_attribute_asked_about() -> None:
+    assert question_kinds("Which company employs Sam currently?") >= {"job"}
+    assert question_kinds("What e-reader does Oscar use nowadays?") >= {"device"}
+    assert question_kinds("Which animals does the family keep at the moment?") >= {"pet"}
+    assert question_kinds("Who does Chloe report to these days?") >= {"manager"}
+    assert question_kinds("How does Raj get around nowadays?") >= {"vehicle"}
+    assert question_kinds("Where is Yusuf staying these days?") >= {"residence"}
+    assert question_kinds("What did Caroline paint last week?") == frozenset()
+
+
+def test_topics_are_read_loosely_and_someone_elses_sentence_is_not_the_speakers() -> None:
+    assert topic_kinds("Writing from the new Dell, the screen is so crisp.", {"device"}) == {"device"}
+    assert topic_kinds("The vet says the two of them get along.", {"pet", "job"}) == {"pet"}
+    assert topic_kinds("We had a long walk along the river.", {"device", "pet", "residence"}) == frozenset()
+    assert of_someone_else("My brother is learning the guitar.")
+    assert of_someone_else("Oh, she moved to Leeds.")
+    assert not of_someone_else("I moved to Leeds.")
+
+
+def _record(rid: str, text: str, speaker: str, when: float) -> ScoredRecord:
+    rec = MemoryRecord(id=rid, user_id=USER, memory=text, speaker_name=speaker, time_stamp="2023-01-01T00:00:00",
+                       weekday="Sunday", float_time_stamp=when, created_at=when, updated_at=when)
+    return ScoredRecord(record=rec, score=0.5)
+
+
+def test_the_newest_own_statement_gains_and_older_and_other_peoples_lose() -> None:
+    cands = [
+        _record("a", "Kai: Pottery class on Thursdays is my happy place.", "Kai", 1.0e9),
+        _record("b", "Kai: Quit pottery, I do bouldering at the climbing wall now.", "Kai", 1.1e9),
+        _record("c", "Kai: My brother is learning the guitar and practises at midnight.", "Kai", 1.2e9),
+        _record("d", "Lee: Anyway, lovely weather.", "Lee", 1.2e9),
+    ]
+    now = validity_terms("What hobby is Kai into these days?", cands, "present")
+    assert now[1] > 0 > now[0] and now[2] <= 0 and now[3] == 0
+    before = validity_terms("What hobby did Kai have before?", cands, "past")
+    assert before[0] > 0 > before[1] and before[3] == 0
+
+
+def test_a_past_question_can_say_its_time_as_the_start_of_a_period() -> None:
+    assert question_state("Which car did Marcus own at the beginning of 2023?", explicit=True) == "past"
+    assert question_state("Where did Priya live at the start of the year?", explicit=True) == "past"
+    assert question_state("What did Caroline paint at the weekend?", explicit=True) is None
