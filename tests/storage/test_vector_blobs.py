@@ -3,6 +3,8 @@ can rebuild (issue 45, item 5). Rows written in float32 by earlier versions read
 
 from __future__ import annotations
 
+import base64
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,34 @@ def test_the_index_holds_what_a_rebuild_from_the_journal_gives(make_memory: Any,
     assert set(live) == set(rebuilt) == set(ids)
     for i in ids:  # bit for bit: the same float32 points, hence the same int8 copy
         assert np.array_equal(np.asarray(live[i], np.float32), np.asarray(rebuilt[i], np.float32))
+
+
+def test_an_imported_vector_reaches_the_index_as_the_journal_keeps_it(make_memory: Any, tmp_path: Path) -> None:
+    source = make_memory("source")
+    source.add([{"name": "Ann", "content": "I moved to Lisbon in May to teach piano."}], "u", session_id="s")
+    [record] = source.get_all("u")
+    export = tmp_path / "u.jsonl"
+    source.export(export, "u")
+    lines = export.read_text(encoding="utf-8").splitlines()
+    full = np.random.default_rng(2).standard_normal(384).astype(np.float32)  # float32 from another store
+    full /= np.linalg.norm(full)
+    for n, text in enumerate(lines):
+        line = json.loads(text)
+        if line.get("kind") == "memory":
+            line["vector"] = base64.b64encode(full.astype("<f4").tobytes()).decode()
+            lines[n] = json.dumps(line)
+    export.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    mem = make_memory("target")
+    mem.import_(export)
+    assert np.array_equal(mem._parts.journal.vectors("u", [record.id])[record.id], stored_precision(full))
+    [(_, indexed)] = mem._parts.index.retrieve([record.id], "u", with_vectors=True)
+    rebuilt_index = EdgeIndex(tmp_path / "rebuilt", dim=384)
+    try:
+        fill_index(mem._parts.journal, mem._parts.embedder, rebuilt_index, mark=False)
+        [(_, rebuilt)] = rebuilt_index.retrieve([record.id], "u", with_vectors=True)
+    finally:
+        rebuilt_index.close()
+    assert np.array_equal(np.asarray(indexed, np.float32), np.asarray(rebuilt, np.float32))  # not the file's float32
 
 
 def test_float32_rows_of_an_older_store_read_as_they_were(make_memory: Any, tmp_path: Path) -> None:

@@ -271,6 +271,7 @@ class ChangeWriter:
         """Put into the index rows the journal has just taken in bulk (``import_rows`` leaves them in
         the outbox). They are marked synced at a checkpoint (every ``sync_every`` rows, and
         :meth:`checkpoint`); a crash before it replays them from the outbox."""
+        rows = [(record, stored_precision(vector)) for record, vector in rows]  # as the journal took them
         with self._lock:
             for lo in range(0, len(rows), _INDEX_BATCH):
                 self._to_index(rows[lo:lo + _INDEX_BATCH], ())
@@ -285,7 +286,7 @@ class ChangeWriter:
                 removals.append((record.user_id, record.id))
                 continue
             if vector is None:
-                vector = self.embedder.embed([record.memory])[0]
+                vector = stored_precision(self.embedder.embed([record.memory])[0])
             batch.append((record, vector))
             if len(batch) >= _INDEX_BATCH:
                 self._to_index(batch, ())
