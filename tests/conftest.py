@@ -56,6 +56,22 @@ def postgres_url() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pgvector_url() -> Iterator[str]:
+    """A real PostgreSQL server with pgvector for this test session (``store.backend = "postgres"``);
+    never skipped."""
+    from pg_server import PostgresServer, PostgresUnavailable
+
+    try:
+        server = PostgresServer(vector=True).start()
+    except PostgresUnavailable as exc:
+        pytest.fail(f"the PostgreSQL index tests need a PostgreSQL server with pgvector: {exc}", pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def pg_schema(postgres_url: str) -> Iterator[str]:
     """A fresh PostgreSQL schema (one store) for one test, dropped afterwards."""

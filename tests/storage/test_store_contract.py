@@ -23,6 +23,7 @@ from dialogmem._store import (
     EdgeIndex,
     IndexFilter,
     IndexPoint,
+    PgIndex,
     RemoteIndex,
     VectorIndex,
     open_index,
@@ -30,14 +31,22 @@ from dialogmem._store import (
 from dialogmem._types import ScoredRecord
 
 DIM = 384
-ADAPTERS = ["edge", "remote"]
+ADAPTERS = ["edge", "remote", "postgres"]
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def make_index(kind: str, path: Path, dim: int = DIM) -> VectorIndex:
+def make_index(kind: str, path: Path, dim: int = DIM, *, pg_url: str | None = None) -> VectorIndex:
+    """A fresh, empty index of ``kind``; "postgres" in a schema of its own on the pgvector server."""
     if kind == "edge":
         return EdgeIndex(path / "index", dim=dim)
+    if kind == "postgres":
+        assert pg_url is not None, "the postgres adapter needs the pgvector_url fixture"
+        return PgIndex.connect(pg_url, schema_name=f"ix_{uuid.uuid4().hex[:12]}", dim=dim)
     return RemoteIndex(":memory:", collection=f"c{uuid.uuid4().hex[:8]}", dim=dim)
+
+
+def pg_url_for(kind: str, request: pytest.FixtureRequest) -> str | None:
+    return request.getfixturevalue("pgvector_url") if kind == "postgres" else None
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +62,7 @@ def empty_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
     if request.param == "edge":
         shutil.copytree(request.getfixturevalue("empty_edge"), tmp_path / "index")
-    idx = make_index(request.param, tmp_path)
+    idx = make_index(request.param, tmp_path, pg_url=pg_url_for(request.param, request))
     yield idx
     idx.close()
 
@@ -95,7 +104,7 @@ def put(idx: VectorIndex, records: list[MemoryRecord], seed: int = 0) -> np.ndar
 
 def test_protocol_and_exports() -> None:
     assert set(store.__all__) == {"LTM_SCOPE", "VectorIndex", "IndexFilter", "IndexPoint", "EdgeIndex",
-                                  "RemoteIndex", "open_index"}
+                                  "RemoteIndex", "PgIndex", "open_index"}
 
 
 def test_upsert_retrieve_round_trip(index: VectorIndex) -> None:
@@ -465,9 +474,9 @@ def test_count_delete_and_delete_user(index: VectorIndex) -> None:
     assert index.delete_user("a") == 0
 
 
-def test_closed_index_raises_and_close_is_idempotent(tmp_path: Path) -> None:
+def test_closed_index_raises_and_close_is_idempotent(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     for kind in ADAPTERS:
-        idx = make_index(kind, tmp_path / kind)
+        idx = make_index(kind, tmp_path / kind, pg_url=pg_url_for(kind, request))
         idx.close()
         idx.close()
         with pytest.raises(StoreError):
@@ -478,13 +487,13 @@ def test_closed_index_raises_and_close_is_idempotent(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", [*ADAPTERS, pytest.param("edge-hnsw", marks=pytest.mark.slow)])
-def test_top_k_recall_against_exact_numpy(kind: str, tmp_path: Path) -> None:
+def test_top_k_recall_against_exact_numpy(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     rng = np.random.default_rng(7)
     n, k = 3000, 10
     if kind == "edge-hnsw":  # a low indexing threshold so optimize() builds a real HNSW graph
         idx: VectorIndex = EdgeIndex(tmp_path / "hnsw", dim=DIM, indexing_threshold_kb=100)
     else:
-        idx = make_index(kind, tmp_path)
+        idx = make_index(kind, tmp_path, pg_url=pg_url_for(kind, request))
     try:
         recs = [record("u1" if i % 10 else "u2", f"r{i}") for i in range(n)]
         vecs = unit(rng, n)
