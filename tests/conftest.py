@@ -83,3 +83,16 @@ def pg_schema(postgres_url: str) -> Iterator[str]:
     yield name
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture
+def pgvector_schema(pgvector_url: str) -> Iterator[str]:
+    """A fresh schema (one store) on the pgvector server for one test, dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    name = "v_" + uuid.uuid4().hex[:16]
+    yield name
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")

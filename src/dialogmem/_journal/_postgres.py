@@ -115,9 +115,10 @@ class PostgresJournal(SQLiteJournal):
     _memory_text_sql = "(payload::jsonb ->> 'memory')"
 
     shared = True
-    strict_claims = True
+    strict_claims = True  # a batch another node processed meanwhile (its lock lost) is refused, not redone
+    #: the index carried in this journal's transactions (``join_index``), or None
     _joined: tuple[Callable[[Any, ChangeSet, Mapping[str, np.ndarray]], Sequence[str]],
-                   Callable[[Any, str], None]] | None = None  # a batch another node processed meanwhile (its lock lost) is refused, not redone
+                   Callable[[Any, str], None]] | None = None
 
     def __init__(self, url: str, *, schema_name: str = "dialogmem", read_only: bool = False,
                  pool_min_size: int = 1, pool_max_size: int = 8, connect_timeout_s: float = 10.0) -> None:
