@@ -33,9 +33,9 @@ def _rows(url: str, schema: str, sql: str) -> list[tuple]:
 
 
 def test_the_postgres_index_needs_a_postgres_journal(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="journal.url"):
+    with pytest.raises(ConfigError, match=r"journal\.url"):
         Config.load(data_dir=tmp_path, store={"backend": "postgres"})
-    with pytest.raises(ConfigError, match="journal.url"):
+    with pytest.raises(ConfigError, match=r"journal\.url"):
         Memory(data_dir=tmp_path, store={"backend": "postgres"})
 
 
@@ -87,3 +87,29 @@ def test_a_change_the_index_refuses_leaves_the_journal_untouched(tmp_path: Path,
         mem._parts.writer.apply(ChangeSet("u1", writes=[MemoryWrite(record=good, event=Event.ADD, actor="test")]))
         assert mem._parts.journal.count_memories("u1") == 1 and mem._parts.index.count("u1") == 1
         assert mem._parts.journal.count_index_state(IndexState.SYNCED) == 1
+
+
+def test_an_embedded_store_moves_to_postgres_by_export_and_import(tmp_path: Path, pgvector_url: str,
+                                                                  pgvector_schema: str) -> None:
+    """The migration deploy/README.md describes: ``dialogmem export --all --vectors`` from the embedded
+    store, ``dialogmem import`` into the PostgreSQL one; counts and vectors arrive as they were."""
+    with Memory(data_dir=tmp_path / "embedded") as old:
+        old.add([{"role": "user", "content": "I moved to Lisbon last spring and I work as a nurse."}], "alice")
+        old.add([{"role": "user", "content": "My sister Ana plays the cello in an orchestra."}], "bob")
+        old.flush()
+        report = old.export(tmp_path / "all.jsonl", all_users=True, vectors=True)
+        before = {u: {m.id: old._parts.journal.vectors(u, [m.id])[m.id] for m in old.get_all(u)}
+                  for u in ("alice", "bob")}
+        stats = old.stats()["counts"]
+    with Memory(**_opts(tmp_path, pgvector_url, pgvector_schema)) as new:
+        imported = new.import_(tmp_path / "all.jsonl")
+        assert imported.embedded == 0  # the file's vectors were used, none computed again
+        assert imported.memories == report.memories == sum(len(v) for v in before.values())
+        assert new.stats()["counts"]["memories"] == stats["memories"]
+        assert new.stats()["counts"]["turns"] == stats["turns"]
+        for user, vectors in before.items():
+            assert new._parts.index.count(user) == len(vectors)  # the index holds every imported memory
+            for memory_id, vector in vectors.items():
+                np.testing.assert_array_equal(new._parts.journal.vectors(user, [memory_id])[memory_id], vector)
+        assert "Lisbon" in new.search("Where does she live?", "alice").hits[0].memory
+        assert new._parts.journal.count_index_state(IndexState.UPSERT) == 0
