@@ -828,3 +828,32 @@ def test_a_backend_that_builds_its_own_graph_reports_nothing_built(tmp_path: Pat
         assert idx.build_index(1) == 0
     finally:
         idx.close()
+
+
+def test_postgres_scores_as_edge_does(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The same points in Edge and in PostgreSQL: BM25 (Qdrant's IDF from the store's counts), dense,
+    RRF and convex fusion give the same hits with the same scores."""
+    texts = ["Caroline went hiking in the mountains with her dog", "Melanie painted a sunset over the lake",
+             "the dog chased a ball in the park", "Caroline adopted a second dog last spring",
+             "a pottery class on Tuesday evenings", "the lake house needs a new roof", "hiking boots on sale"]
+    edge = make_index("edge", tmp_path)
+    pg = make_index("postgres", tmp_path, pg_url=pg_url_for("postgres", request))
+    try:
+        records = [record("u1" if i % 3 else "u2", t) for i, t in enumerate(texts)]  # limit 5: every hit, no tie cut
+        for idx in (edge, pg):
+            put(idx, records, seed=5)
+        rng = np.random.default_rng(9)
+        for query in ("Caroline dog hiking", "lake sunset", "pottery"):
+            vector = unit(rng)
+            for user in ("u1", "u2"):
+                answers = [(idx.lexical_search(user, query, limit=5), idx.dense_search(user, vector, limit=5),
+                            idx.hybrid_search(user, vector, query, limit=5),
+                            idx.hybrid_search(user, vector, query, limit=5, dense_weight=0.4)) for idx in (edge, pg)]
+                for got_edge, got_pg in zip(*answers, strict=True):
+                    assert [round(h.score, 4) for h in got_edge] == [round(h.score, 4) for h in got_pg]
+                    # ties may come back in another order: the same ids at each score
+                    assert {(round(h.score, 4), h.record.id) for h in got_edge} == \
+                        {(round(h.score, 4), h.record.id) for h in got_pg}
+    finally:
+        edge.close()
+        pg.close()
