@@ -250,73 +250,68 @@ class PgIndex(ScopedIndex):
         return [_hit(r, with_vectors) for r in rows]
 
     def _query(self, specs: list[SearchSpec]) -> list[list[Scored]]:
+        """Every search of the call in one pipelined round trip (after one read of the scopes' sizes);
+        a search that walks the HNSW graph runs on its own, with its settings. RRF's payloads follow
+        in one more read."""
         with self._conn() as conn:
-            return [self._one(conn, s) for s in specs]
-
-    def _one(self, conn: Any, spec: SearchSpec) -> list[Scored]:
-        if spec.dense is not None and spec.sparse is not None:
-            dense = self._dense(conn, spec.filter, spec.dense, spec.prefetch_limit, False)
-            lexical = self._lexical(conn, spec.filter, spec.sparse, spec.prefetch_limit, False)
-            fused = rrf_fusion([i for i, _, _ in dense], [i for i, _, _ in lexical], k=RRF_K, limit=spec.limit)
-            if not spec.with_payload:
-                return [(i, None, s) for i, s in fused]
-            payloads = {pid: payload for pid, payload, _ in self._payloads(conn, [i for i, _ in fused])}
-            return [(i, payloads[i], s) for i, s in fused if i in payloads]
-        if spec.dense is not None:
-            return self._dense(conn, spec.filter, spec.dense, spec.limit, spec.with_payload)
-        if spec.sparse is not None:
-            return self._lexical(conn, spec.filter, spec.sparse, spec.limit, spec.with_payload)
-        raise StoreError("a search needs a dense or a sparse vector")
+            exact = self._exact(conn, specs)
+            plans: list[list[_Plan]] = []
+            for spec in specs:
+                if spec.dense is not None and spec.sparse is not None:
+                    plans.append([self._dense_plan(spec.filter, spec.dense, spec.prefetch_limit, False, exact),
+                                  _lexical_plan(spec.filter, spec.sparse, spec.prefetch_limit, False)])
+                elif spec.dense is not None:
+                    plans.append([self._dense_plan(spec.filter, spec.dense, spec.limit, spec.with_payload, exact)])
+                elif spec.sparse is not None:
+                    plans.append([_lexical_plan(spec.filter, spec.sparse, spec.limit, spec.with_payload)])
+                else:
+                    raise StoreError("a search needs a dense or a sparse vector")
+            _run_plans(conn, [plan for group in plans for plan in group])
+            answers: list[list[Scored]] = []
+            wanted: list[str] = []
+            for spec, group in zip(specs, plans, strict=True):
+                if len(group) == 2:
+                    dense, lexical = (plan.rows for plan in group)
+                    fused = rrf_fusion([i for i, _, _ in dense], [i for i, _, _ in lexical], k=RRF_K,
+                                       limit=spec.limit)
+                    answers.append([(i, None, s) for i, s in fused])
+                    if spec.with_payload:
+                        wanted += [i for i, _ in fused]
+                else:
+                    answers.append(group[0].rows)
+            if not wanted:
+                return answers
+            payloads = {pid: payload for pid, payload, _ in self._payloads(conn, wanted)}
+        return [[(i, payloads.get(i), s) for i, _, s in answer if i in payloads]
+                if len(group) == 2 and spec.with_payload else answer
+                for spec, group, answer in zip(specs, plans, answers, strict=True)]
 
     def _payloads(self, conn: Any, ids: list[str]) -> list[Scored]:
         rows = conn.execute("SELECT p.id::text, p.user_id, p.record FROM ix_points p WHERE p.id = ANY(%s::uuid[])",
-                            (ids,)).fetchall()
+                            (list(dict.fromkeys(ids)),)).fetchall()
         return [(r[0], {"user_id": r[1], RECORD_FIELD: r[2]}, 0.0) for r in rows]
 
-    def _dense(self, conn: Any, spec: FilterSpec, dense: list[float], limit: int, with_payload: bool
-               ) -> list[Scored]:
+    def _exact(self, conn: Any, specs: list[SearchSpec]) -> set[str]:
+        """The users of ``specs`` whose points a search ranks exactly (at most ``exact_max``)."""
+        users = sorted({u for s in specs if s.dense is not None and (u := _user(s.filter)) is not None})
+        if not users:
+            return set()
+        sizes = dict(conn.execute("SELECT user_id, points FROM ix_users WHERE user_id = ANY(%s)", (users,)).fetchall())
+        return {u for u in users if int(sizes.get(u, 0)) <= self.exact_max}
+
+    def _dense_plan(self, spec: FilterSpec, dense: list[float], limit: int, with_payload: bool,
+                    exact: set[str]) -> _Plan:
         where, params = _where(spec)
         query = _vector_text(dense)
         cols = "p.id::text, p.user_id, p.record" if with_payload else "p.id::text, NULL, NULL"
-        exact = self._exact(conn, spec)
+        ranked_exactly = _user(spec) in exact
         # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly
-        order = "(p.dense <=> %s::vector) + 0" if exact else "p.dense <=> %s::vector"
+        order = "(p.dense <=> %s::vector) + 0" if ranked_exactly else "p.dense <=> %s::vector"
         sql = (f"SELECT {cols}, 1 - (p.dense <=> %s::vector) FROM ix_points p WHERE {where} "
                f"ORDER BY {order}, p.id LIMIT %s")
-        args = (query, *params, query, limit)
-        if exact:
-            rows = conn.execute(sql, args).fetchall()
-        else:
-            with _local_settings(conn, {"hnsw.ef_search": str(min(1000, max(EF_SEARCH, limit))),
-                                        "hnsw.iterative_scan": "strict_order"}):
-                rows = conn.execute(sql, args).fetchall()
-        return [_scored(r, with_payload) for r in rows]
-
-    def _exact(self, conn: Any, spec: FilterSpec) -> bool:
-        users = [c.value for c in spec.must if isinstance(c, Match) and c.key == "user_id"]
-        if not users:
-            return False
-        row = conn.execute("SELECT points FROM ix_users WHERE user_id = %s", (users[0],)).fetchone()
-        return row is None or int(row[0]) <= self.exact_max
-
-    def _lexical(self, conn: Any, spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int,
-                 with_payload: bool) -> list[Scored]:
-        terms = [int(t) for t in sparse.indices]
-        if not terms:
-            return []
-        where, params = _where(spec)
-        users = [c.value for c in spec.must if isinstance(c, Match) and c.key == "user_id"]
-        scope = " AND t.user_id = %s" if users else ""
-        cols = "p.id::text, p.user_id, p.record" if with_payload else "p.id::text, NULL, NULL"
-        sql = (
-            "WITH q(term, qw) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])), "
-            "n AS (SELECT coalesce(sum(points), 0)::float8 AS n FROM ix_users), "
-            "s AS (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w FROM q CROSS JOIN n "
-            "CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM ix_terms x WHERE x.term = q.term) d) "
-            f"SELECT {cols}, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t ON t.term = s.term{scope} "
-            f"JOIN ix_points p ON p.id = t.point_id WHERE {where} GROUP BY p.id ORDER BY score DESC, p.id LIMIT %s")
-        rows = conn.execute(sql, (terms, [float(v) for v in sparse.values], *users[:1], *params, limit)).fetchall()
-        return [_scored(r, with_payload) for r in rows]
+        settings = None if ranked_exactly else {"hnsw.ef_search": str(min(1000, max(EF_SEARCH, limit))),
+                                                "hnsw.iterative_scan": "strict_order"}
+        return _Plan(sql, (query, *params, query, limit), with_payload, settings)
 
     def _make_room(self, operation: str, points: int, *, keep_reserve: bool = False) -> None:
         return None  # the server keeps its own disk: a full one answers an error (StoreError)
@@ -327,6 +322,56 @@ class PgIndex(ScopedIndex):
     def _close(self) -> None:
         if self._owns_pool:  # a journal's pool is closed by the journal
             self._pool.close()
+
+
+class _Plan:
+    """One SQL search and, once run, its hits."""
+
+    def __init__(self, sql: str | None, args: tuple[Any, ...], with_payload: bool,
+                 settings: dict[str, str] | None = None) -> None:
+        self.sql, self.args, self.with_payload, self.settings = sql, args, with_payload, settings
+        self.rows: list[Scored] = []
+
+
+def _run_plans(conn: Any, plans: list[_Plan]) -> None:
+    """Run ``plans``: those without settings in one pipeline (one round trip), the others one by one."""
+    batch = [p for p in plans if p.sql is not None and p.settings is None]
+    if len(batch) > 1:
+        with conn.pipeline():
+            cursors = [conn.execute(p.sql, p.args) for p in batch]
+        for plan, cur in zip(batch, cursors, strict=True):
+            plan.rows = [_scored(r, plan.with_payload) for r in cur.fetchall()]
+    elif batch:
+        batch[0].rows = [_scored(r, batch[0].with_payload) for r in conn.execute(batch[0].sql, batch[0].args)]
+    for plan in plans:
+        if plan.sql is not None and plan.settings is not None:
+            with _local_settings(conn, plan.settings):
+                plan.rows = [_scored(r, plan.with_payload) for r in conn.execute(plan.sql, plan.args).fetchall()]
+
+
+def _user(spec: FilterSpec) -> str | None:
+    users = [c.value for c in spec.must if isinstance(c, Match) and c.key == "user_id"]
+    return users[0] if users else None
+
+
+def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int, with_payload: bool) -> _Plan:
+    """BM25 with Qdrant's IDF: ``N`` every scope's points, ``df`` the points holding the term."""
+    terms = [int(t) for t in sparse.indices]
+    if not terms:
+        return _Plan(None, (), with_payload)
+    where, params = _where(spec)
+    user = _user(spec)
+    scope = " AND t.user_id = %s" if user is not None else ""
+    cols = "p.id::text, p.user_id, p.record" if with_payload else "p.id::text, NULL, NULL"
+    sql = (
+        "WITH q(term, qw) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])), "
+        "n AS (SELECT coalesce(sum(points), 0)::float8 AS n FROM ix_users), "
+        "s AS (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w FROM q CROSS JOIN n "
+        "CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM ix_terms x WHERE x.term = q.term) d) "
+        f"SELECT {cols}, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t ON t.term = s.term{scope} "
+        f"JOIN ix_points p ON p.id = t.point_id WHERE {where} GROUP BY p.id ORDER BY score DESC, p.id LIMIT %s")
+    args = (terms, [float(v) for v in sparse.values], *([user] if user is not None else []), *params, limit)
+    return _Plan(sql, args, with_payload)
 
 
 def _where(spec: FilterSpec) -> tuple[str, list[Any]]:
