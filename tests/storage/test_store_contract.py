@@ -590,8 +590,6 @@ def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: P
             recall.append(len(truth & {h.record.id for h in hits}) / k)
             np.testing.assert_allclose([h.score for h in hits], [exact[by_id[h.record.id]] for h in hits], atol=1e-5)
         assert float(np.mean(recall)) >= 0.95
-        if kind == "postgres-hnsw":  # u2 holds a tenth of the points: the iterative scan still fills every answer
-            assert all(len(h) == k for h in idx.dense_search_batch("u2", queries, limit=k))
         got = idx.retrieve([recs[i].id for i in range(0, n, 97)], "u1", with_vectors=True)
         for rec, vec in got:
             np.testing.assert_allclose(vec, vecs[by_id[rec.id]], atol=1e-6)

@@ -23,7 +23,8 @@ import json
 import logging
 import re
 import threading
-from collections import Counter
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 EXACT_MAX = 10_000
 #: the HNSW graph's candidate list: at least this, and never below the limit asked for
 EF_SEARCH = 64
+#: how long a scope's size, read to choose a search's plan, is used again; and how many are kept
+SIZES_TTL_S = 30.0
+SIZES_KEPT = 10_000
 
 _SCALAR = frozenset(FILTER_FIELDS) - {"entities"}
 _COLUMNS = ("user_id", "speaker_name", "tier", "entities", "session_id", "agent_id", "level", "float_time_stamp")
@@ -56,6 +60,7 @@ class PgIndex(ScopedIndex):
 
     _label = "postgres index"
     joins_journal = True
+    _lists_with_payloads = True  # a round trip to the server costs more than the payloads' bytes
 
     def __init__(self, pool: Any, *, dim: int = 384, exact_max: int = EXACT_MAX, owns_pool: bool = False) -> None:
         super().__init__(dim=dim)
@@ -63,6 +68,10 @@ class PgIndex(ScopedIndex):
         self._owns_pool = owns_pool
         self.exact_max = exact_max
         self._bound = threading.local()
+        # scope sizes read recently: only which plan a search takes depends on them (exact or HNSW,
+        # both answer the same top), so one a little stale costs nothing but that choice
+        self._sizes: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        self._sizes_lock = threading.Lock()
         try:
             with backend_errors("opening the postgres index"):
                 self._create()
@@ -294,10 +303,21 @@ class PgIndex(ScopedIndex):
     def _exact(self, conn: Any, specs: list[SearchSpec]) -> set[str]:
         """The users of ``specs`` whose points a search ranks exactly (at most ``exact_max``)."""
         users = sorted({u for s in specs if s.dense is not None and (u := _user(s.filter)) is not None})
-        if not users:
-            return set()
-        sizes = dict(conn.execute("SELECT user_id, points FROM ix_users WHERE user_id = ANY(%s)", (users,)).fetchall())
-        return {u for u in users if int(sizes.get(u, 0)) <= self.exact_max}
+        now = time.monotonic()
+        with self._sizes_lock:
+            known = {u: self._sizes[u][1] for u in users if u in self._sizes and now - self._sizes[u][0] < SIZES_TTL_S}
+        missing = [u for u in users if u not in known]
+        if missing:
+            found = dict(conn.execute("SELECT user_id, points FROM ix_users WHERE user_id = ANY(%s)",
+                                      (missing,)).fetchall())
+            with self._sizes_lock:
+                for u in missing:
+                    known[u] = int(found.get(u, 0))
+                    self._sizes[u] = (now, known[u])
+                    self._sizes.move_to_end(u)
+                while len(self._sizes) > SIZES_KEPT:
+                    self._sizes.popitem(last=False)
+        return {u for u in users if known[u] <= self.exact_max}
 
     def _dense_plan(self, spec: FilterSpec, dense: list[float], limit: int, with_payload: bool,
                     exact: set[str]) -> _Plan:
@@ -366,7 +386,7 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
     sql = (
         "WITH q(term, qw) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])), "
         "n AS (SELECT coalesce(sum(points), 0)::float8 AS n FROM ix_users), "
-        "s AS (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w FROM q CROSS JOIN n "
+        "s AS MATERIALIZED (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w FROM q CROSS JOIN n "
         "CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM ix_terms x WHERE x.term = q.term) d) "
         f"SELECT {cols}, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t ON t.term = s.term{scope} "
         f"JOIN ix_points p ON p.id = t.point_id WHERE {where} GROUP BY p.id ORDER BY score DESC, p.id LIMIT %s")
