@@ -13,6 +13,7 @@ included; floors of the spine issue: bulk insert >= 500 memories/s with precompu
 Usage (old vs new: the same command with another ``PYTHONPATH``)::
 
     python benchmarks/bench_spine.py [--n 100000] [--users 1000] [--queries 300] [--path DIR]
+    python benchmarks/bench_spine.py --backends edge,postgres --pg-url postgresql://…  # both, one run
 """
 
 from __future__ import annotations
@@ -63,6 +64,20 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
+def backend_overrides(backend: str, pg_url: str | None) -> dict:
+    """The store settings of ``backend``: Edge in the data directory, or journal and index in a
+    PostgreSQL schema (``bench_spine``, emptied first)."""
+    if backend == "edge":
+        return {}
+    if backend != "postgres" or not pg_url:
+        raise SystemExit(f"--backends {backend}: 'edge' or 'postgres' (with --pg-url)")
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS bench_spine CASCADE")
+    return {"journal": {"url": pg_url, "schema_name": "bench_spine"}, "store": {"backend": "postgres"}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
@@ -75,61 +90,74 @@ def main() -> None:
     ap.add_argument("--fusion", default="",
                     help="comma-separated read.fusion values (convex,rrf) measured in alternating rounds "
                          "of 50 queries on the same store (default: the configured one)")
+    ap.add_argument("--backends", default="edge",
+                    help="comma-separated store backends (edge,postgres), each its own store of the same "
+                         "memories, searched in alternating rounds of 50 queries")
+    ap.add_argument("--pg-url", default=None, help="PostgreSQL with pgvector for --backends postgres")
     args = ap.parse_args()
-    path = args.path or Path(tempfile.mkdtemp(prefix="dialogmem-bench-"))
+    root = args.path or Path(tempfile.mkdtemp(prefix="dialogmem-bench-"))
     rng = random.Random(7)
+    backends = [b for b in args.backends.split(",") if b]
+    store = {b: backend_overrides(b, args.pg_url) for b in backends}
+    insert_s: dict[str, float] = {}
     try:
-        with Memory(data_dir=path) as mem:
-            vectors = unit_vectors(args.n, 384, seed=1)
-            t0 = time.perf_counter()
-            batch: list = []
-            for i, rec in enumerate(records(args.n, args.users, seed=1)):
-                batch.append(rec)
-                if len(batch) == args.batch:
-                    mem.import_records(batch, vectors=vectors[i + 1 - len(batch):i + 1])
-                    batch = []
-            if batch:
-                mem.import_records(batch, vectors=vectors[args.n - len(batch):])
-            insert_s = time.perf_counter() - t0
-            del vectors
-            texts = ([rng.choice(QUERIES) for _ in range(args.queries)] if args.repeat_queries
-                     else distinct_queries(args.queries))
-            users = [f"user{rng.randrange(args.users)}" for _ in texts]
+        vectors = unit_vectors(args.n, 384, seed=1)
+        for backend in backends:
+            with Memory(data_dir=root / backend, **store[backend]) as mem:
+                t0 = time.perf_counter()
+                batch: list = []
+                for i, rec in enumerate(records(args.n, args.users, seed=1)):
+                    batch.append(rec)
+                    if len(batch) == args.batch:
+                        mem.import_records(batch, vectors=vectors[i + 1 - len(batch):i + 1])
+                        batch = []
+                if batch:
+                    mem.import_records(batch, vectors=vectors[args.n - len(batch):])
+                insert_s[backend] = time.perf_counter() - t0
+        del vectors
+        texts = ([rng.choice(QUERIES) for _ in range(args.queries)] if args.repeat_queries
+                 else distinct_queries(args.queries))
+        users = [f"user{rng.randrange(args.users)}" for _ in texts]
         fusions = [f for f in args.fusion.split(",") if f] or [None]
-        lat: dict[str | None, list[float]] = {f: [] for f in fusions}
-        stages: dict[str | None, dict[str, list[float]]] = {f: {} for f in fusions}  # stage: [calls, ms]
+        runs = [(b, f) for b in backends for f in fusions]
+        lat: dict[tuple[str, str | None], list[float]] = {r: [] for r in runs}
+        stages: dict[tuple[str, str | None], dict[str, list[float]]] = {r: {} for r in runs}  # stage: [calls, ms]
         for start in range(0, len(texts), 50):
-            for fusion in fusions:
+            for backend, fusion in runs:
                 overrides = {"read": {"fusion": fusion}} if fusion else {}
-                with Memory(data_dir=path, **overrides) as mem:
+                with Memory(data_dir=root / backend, **store[backend] | overrides) as mem:
                     mem.search("warm up the embedder", "user0")
                     before = mem.stats()["latency"]
                     for q, user in zip(texts[start:start + 50], users[start:start + 50], strict=True):
                         t = time.perf_counter()
                         mem.search(q, user, limit=10)
-                        lat[fusion].append((time.perf_counter() - t) * 1000)
+                        lat[backend, fusion].append((time.perf_counter() - t) * 1000)
                     for stage, u in mem.stats()["latency"].items():
                         b = before.get(stage, {"calls": 0, "latency_ms": 0.0})
-                        acc = stages[fusion].setdefault(stage, [0, 0.0])
+                        acc = stages[backend, fusion].setdefault(stage, [0, 0.0])
                         acc[0] += u["calls"] - b["calls"]
                         acc[1] += u["latency_ms"] - b["latency_ms"]
                     embedder = mem._parts.embedder
         print(f"embedder                 {getattr(embedder, 'identity', type(embedder).__name__)}"
               f"{' (repeated queries)' if args.repeat_queries else ' (distinct queries)'}")
         print(f"memories                 {args.n:,} over {args.users:,} users")
-        print(f"bulk insert              {args.n / insert_s:,.0f} memories/s ({insert_s:.1f} s)")
-        for fusion in fusions:
-            name, ms = f" [{fusion}]" if fusion else "", lat[fusion]
+        for backend in backends:
+            tag = f" [{backend}]" if len(backends) > 1 else ""
+            print(f"{'bulk insert' + tag:<25}{args.n / insert_s[backend]:,.0f} memories/s "
+                  f"({insert_s[backend]:.1f} s)")
+        for backend, fusion in runs:
+            name = "".join(f" [{x}]" for x in (backend if len(backends) > 1 else None, fusion) if x)
+            ms = lat[backend, fusion]
             print(f"{'Memory.search p50' + name:<26}{statistics.median(ms):.2f} ms")
             print(f"{'Memory.search p95' + name:<26}{percentile(ms, 95):.2f} ms")
             print(f"{'Memory.search mean' + name:<26}{statistics.fmean(ms):.2f} ms ({len(ms)} queries)")
-            for stage, (calls, ms) in sorted(stages[fusion].items()):
+            for stage, (calls, total) in sorted(stages[backend, fusion].items()):
                 if calls:
-                    print(f"  {stage:<22} mean {ms / calls:.2f} ms")
+                    print(f"  {stage:<22} mean {total / calls:.2f} ms")
         print(f"RSS                      {rss_mb():.0f} MB")
     finally:
         if args.path is None:
-            shutil.rmtree(path, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

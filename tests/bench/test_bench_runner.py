@@ -535,3 +535,9 @@ def test_naive_convex_is_naive_hybrid_with_the_read_paths_fusion(tmp_path: Path,
     assert "naive-convex" in spec(tmp_path, systems=None).chosen_systems()  # a default retrieval baseline
     with pytest.raises(InputError, match="unknown system"):
         spec(tmp_path, systems=["naive-rrf"]).chosen_systems()
+    # dialogmem on PostgreSQL is asked for by name, with the server to run it on
+    assert "dialogmem-postgres" not in spec(tmp_path, systems=None).chosen_systems()
+    with pytest.raises(InputError, match="--pg-url"):
+        spec(tmp_path, systems=["dialogmem", "dialogmem-postgres"]).chosen_systems()
+    assert spec(tmp_path, systems=["dialogmem-postgres"], pg_url="postgresql://x/y").chosen_systems() == [
+        "dialogmem-postgres"]

@@ -23,6 +23,7 @@ from dialogmem._store import (
     EdgeIndex,
     IndexFilter,
     IndexPoint,
+    PgIndex,
     RemoteIndex,
     VectorIndex,
     open_index,
@@ -30,14 +31,22 @@ from dialogmem._store import (
 from dialogmem._types import ScoredRecord
 
 DIM = 384
-ADAPTERS = ["edge", "remote"]
+ADAPTERS = ["edge", "remote", "postgres"]
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def make_index(kind: str, path: Path, dim: int = DIM) -> VectorIndex:
+def make_index(kind: str, path: Path, dim: int = DIM, *, pg_url: str | None = None) -> VectorIndex:
+    """A fresh, empty index of ``kind``; "postgres" in a schema of its own on the pgvector server."""
     if kind == "edge":
         return EdgeIndex(path / "index", dim=dim)
+    if kind == "postgres":
+        assert pg_url is not None, "the postgres adapter needs the pgvector_url fixture"
+        return PgIndex.connect(pg_url, schema_name=f"ix_{uuid.uuid4().hex[:12]}", dim=dim)
     return RemoteIndex(":memory:", collection=f"c{uuid.uuid4().hex[:8]}", dim=dim)
+
+
+def pg_url_for(kind: str, request: pytest.FixtureRequest) -> str | None:
+    return request.getfixturevalue("pgvector_url") if kind == "postgres" else None
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +62,7 @@ def empty_edge(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
     if request.param == "edge":
         shutil.copytree(request.getfixturevalue("empty_edge"), tmp_path / "index")
-    idx = make_index(request.param, tmp_path)
+    idx = make_index(request.param, tmp_path, pg_url=pg_url_for(request.param, request))
     yield idx
     idx.close()
 
@@ -95,7 +104,7 @@ def put(idx: VectorIndex, records: list[MemoryRecord], seed: int = 0) -> np.ndar
 
 def test_protocol_and_exports() -> None:
     assert set(store.__all__) == {"LTM_SCOPE", "VectorIndex", "IndexFilter", "IndexPoint", "EdgeIndex",
-                                  "RemoteIndex", "open_index"}
+                                  "RemoteIndex", "PgIndex", "open_index"}
 
 
 def test_upsert_retrieve_round_trip(index: VectorIndex) -> None:
@@ -465,9 +474,9 @@ def test_count_delete_and_delete_user(index: VectorIndex) -> None:
     assert index.delete_user("a") == 0
 
 
-def test_closed_index_raises_and_close_is_idempotent(tmp_path: Path) -> None:
+def test_closed_index_raises_and_close_is_idempotent(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     for kind in ADAPTERS:
-        idx = make_index(kind, tmp_path / kind)
+        idx = make_index(kind, tmp_path / kind, pg_url=pg_url_for(kind, request))
         idx.close()
         idx.close()
         with pytest.raises(StoreError):
@@ -477,14 +486,17 @@ def test_closed_index_raises_and_close_is_idempotent(tmp_path: Path) -> None:
 # -- approximate vs exact ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", [*ADAPTERS, pytest.param("edge-hnsw", marks=pytest.mark.slow)])
-def test_top_k_recall_against_exact_numpy(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", [*ADAPTERS, "postgres-hnsw", pytest.param("edge-hnsw", marks=pytest.mark.slow)])
+def test_top_k_recall_against_exact_numpy(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     rng = np.random.default_rng(7)
     n, k = 3000, 10
     if kind == "edge-hnsw":  # a low indexing threshold so optimize() builds a real HNSW graph
         idx: VectorIndex = EdgeIndex(tmp_path / "hnsw", dim=DIM, indexing_threshold_kb=100)
+    elif kind == "postgres-hnsw":  # every scope past exact_max: searches walk pgvector's HNSW graph
+        idx = PgIndex.connect(request.getfixturevalue("pgvector_url"), schema_name=f"ix_{uuid.uuid4().hex[:12]}",
+                              dim=DIM, exact_max=0)
     else:
-        idx = make_index(kind, tmp_path)
+        idx = make_index(kind, tmp_path, pg_url=pg_url_for(kind, request))
     try:
         recs = [record("u1" if i % 10 else "u2", f"r{i}") for i in range(n)]
         vecs = unit(rng, n)
@@ -502,6 +514,8 @@ def test_top_k_recall_against_exact_numpy(kind: str, tmp_path: Path) -> None:
             truth = {recs[i].id for i in mine[np.argsort(-(vecs[mine] @ q))[:k]]}
             recall.append(len(truth & {h.record.id for h in hits}) / k)
         assert float(np.mean(recall)) >= 0.95
+        if kind == "postgres-hnsw":  # u2 holds a tenth of the points: the iterative scan still fills every answer
+            assert all(len(h) == k for h in idx.dense_search_batch("u2", queries, limit=k))
     finally:
         idx.close()
 
@@ -819,3 +833,32 @@ def test_a_backend_that_builds_its_own_graph_reports_nothing_built(tmp_path: Pat
         assert idx.build_index(1) == 0
     finally:
         idx.close()
+
+
+def test_postgres_scores_as_edge_does(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The same points in Edge and in PostgreSQL: BM25 (Qdrant's IDF from the store's counts), dense,
+    RRF and convex fusion give the same hits with the same scores."""
+    texts = ["Caroline went hiking in the mountains with her dog", "Melanie painted a sunset over the lake",
+             "the dog chased a ball in the park", "Caroline adopted a second dog last spring",
+             "a pottery class on Tuesday evenings", "the lake house needs a new roof", "hiking boots on sale"]
+    edge = make_index("edge", tmp_path)
+    pg = make_index("postgres", tmp_path, pg_url=pg_url_for("postgres", request))
+    try:
+        records = [record("u1" if i % 3 else "u2", t) for i, t in enumerate(texts)]  # limit 5: every hit, no tie cut
+        for idx in (edge, pg):
+            put(idx, records, seed=5)
+        rng = np.random.default_rng(9)
+        for query in ("Caroline dog hiking", "lake sunset", "pottery"):
+            vector = unit(rng)
+            for user in ("u1", "u2"):
+                answers = [(idx.lexical_search(user, query, limit=5), idx.dense_search(user, vector, limit=5),
+                            idx.hybrid_search(user, vector, query, limit=5),
+                            idx.hybrid_search(user, vector, query, limit=5, dense_weight=0.4)) for idx in (edge, pg)]
+                for got_edge, got_pg in zip(*answers, strict=True):
+                    assert [round(h.score, 4) for h in got_edge] == [round(h.score, 4) for h in got_pg]
+                    # ties may come back in another order: the same ids at each score
+                    assert {(round(h.score, 4), h.record.id) for h in got_edge} == \
+                        {(round(h.score, 4), h.record.id) for h in got_pg}
+    finally:
+        edge.close()
+        pg.close()

@@ -24,7 +24,7 @@ from .._read._search import Searcher
 from .._sleep._consolidator import LTMConsolidator
 from .._sleep._evictor import Evictor
 from .._sleep._updater import SleepRunner
-from .._store import LTM_SCOPE, EdgeIndex, VectorIndex, open_index
+from .._store import LTM_SCOPE, EdgeIndex, PgIndex, VectorIndex, open_index
 from .._store._readonly import ReadOnlyIndex
 from .._store._remote import RemoteIndex
 from .._store._room import MIB, DiskRoom
@@ -146,7 +146,7 @@ def _fill_copy(journal: Journal, embedder: Embedder, shard: VectorIndex, user_id
 
 def _open_index(config: Config, paths: StorePaths, journal: Journal) -> VectorIndex:
     if config.store.backend != "edge":
-        return open_index(config.store, paths.root, config.embedder.dim)
+        return open_index(config.store, paths.root, config.embedder.dim, pool=getattr(journal, "pool", None))
     store_id = journal.meta("store_id") or ""
     check_marker(paths, store_id)
     try:
@@ -215,7 +215,7 @@ def rebuild_index(parts: Parts) -> RepairReport:
         moved = parts.paths.move_index_aside("replaced")
         report.index_moved_to = str(moved) if moved else None
         new: VectorIndex = EdgeIndex.from_config(parts.paths.index, parts.config.embedder.dim, parts.config.store)
-    elif isinstance(parts.index, RemoteIndex):
+    elif isinstance(parts.index, RemoteIndex | PgIndex):
         parts.index.reset()
         new = parts.index
     else:

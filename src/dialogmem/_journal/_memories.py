@@ -93,6 +93,11 @@ class MemoryRows:
             _add_access(db, access)
             if usage:
                 self._add_usage(db, usage)
+            self._in_commit(db, cs, vectors)
+
+    def _in_commit(self, db: sqlite3.Connection, cs: ChangeSet, vectors: Mapping[str, np.ndarray]) -> None:
+        """Last step of :meth:`commit`, inside its transaction: nothing here; a journal that carries
+        its index in the same database applies the change to it (``PostgresJournal.join_index``)."""
 
     def _write(self, db: sqlite3.Connection, user_id: str, w: MemoryWrite, vector: np.ndarray | None,
                now: float) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from functools import lru_cache
 from typing import Any
@@ -28,7 +28,7 @@ from .._changes import ChangeSet
 from .._errors import ConfigError, SchemaVersionError, StoreError
 from .._usage import StageUsage
 from ._pg_schema import PG_MIGRATIONS
-from ._schema import SCHEMA_VERSION
+from ._schema import SCHEMA_VERSION, IndexState
 from ._sqlite import SQLiteJournal
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,11 @@ class _Conn:
     def __init__(self, conn: Any) -> None:
         self._conn = conn
 
+    @property
+    def raw(self) -> Any:
+        """The psycopg connection itself (its open transaction included)."""
+        return self._conn
+
     def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
         return self._conn.execute(translate(sql), params)
 
@@ -111,6 +116,9 @@ class PostgresJournal(SQLiteJournal):
 
     shared = True
     strict_claims = True  # a batch another node processed meanwhile (its lock lost) is refused, not redone
+    #: the index carried in this journal's transactions (``join_index``), or None
+    _joined: tuple[Callable[[Any, ChangeSet, Mapping[str, np.ndarray]], Sequence[str]],
+                   Callable[[Any, str], None]] | None = None
 
     def __init__(self, url: str, *, schema_name: str = "dialogmem", read_only: bool = False,
                  pool_min_size: int = 1, pool_max_size: int = 8, connect_timeout_s: float = 10.0) -> None:
@@ -125,7 +133,8 @@ class PostgresJournal(SQLiteJournal):
         self.path = redact(url)
         self.read_only = read_only
         self.schema_name = schema_name
-        options = f"-c search_path={schema_name}" + (" -c default_transaction_read_only=on" if read_only else "")
+        # public after the store's schema: where ``CREATE EXTENSION vector`` puts pgvector's types
+        options = f"-c search_path={schema_name},public" + (" -c default_transaction_read_only=on" if read_only else "")
         kwargs = {"autocommit": True, "row_factory": _row_factory, "options": options,
                   "application_name": "dialogmem", "connect_timeout": max(1, round(connect_timeout_s))}
         # no check on checkout (a round trip per query): a read that meets a connection the server
@@ -232,6 +241,34 @@ class PostgresJournal(SQLiteJournal):
                 log.warning("journal commit of user %s aborted by PostgreSQL (%s); retrying", cs.user_id,
                             exc.__cause__)
                 time.sleep(0.01 * 2 ** attempt)
+
+    @property
+    def pool(self) -> Any:
+        """The connection pool (``search_path``: this store's schema, then public): the PostgreSQL
+        index (``store.backend = "postgres"``) runs on it."""
+        return self._pool
+
+    # -- an index in the same database ----------------------------------------------------
+    def join_index(self, on_commit: Callable[[Any, ChangeSet, Mapping[str, np.ndarray]], Sequence[str]],
+                   on_forget: Callable[[Any, str], None]) -> None:
+        """Carry the vector index's rows in this journal's transactions (``store.backend =
+        "postgres"``): ``on_commit(conn, cs, vectors)`` runs last in every :meth:`commit`, on its
+        psycopg connection, and returns the memory ids it applied, which leave the outbox (synced)
+        in the same transaction; ``on_forget(conn, user_id)`` runs last in :meth:`forget_user`. A
+        change and its index rows commit together or not at all."""
+        self._joined = (on_commit, on_forget)
+
+    def _in_commit(self, db: Any, cs: ChangeSet, vectors: Mapping[str, np.ndarray]) -> None:
+        if self._joined is None:
+            return
+        done = list(self._joined[0](db.raw, cs, vectors))
+        for lo in range(0, len(done), 1000):
+            db.execute("UPDATE memories SET index_state=?, index_error=NULL WHERE id = ANY(?::text[])",
+                       (int(IndexState.SYNCED), done[lo:lo + 1000]))
+
+    def _in_forget(self, db: Any, user_id: str) -> None:
+        if self._joined is not None:
+            self._joined[1](db.raw, user_id)
 
     # -- several processes ----------------------------------------------------------------
     def user_lock(self, user_id: str) -> AbstractContextManager[None]:

@@ -334,7 +334,11 @@ class SQLiteJournal(LTMQueueRows, GraphRows, MemoryRows, KeyRows):  # the mixins
             memories = db.execute("DELETE FROM memories WHERE user_id=?", (user_id,)).rowcount
             for table in ("history", "sleep_pending", "speakers", "ltm_pending"):
                 db.execute(f"DELETE FROM {table} WHERE user_id=?", (user_id,))
+            self._in_forget(db, user_id)
         return {"turns": turns, "memories": memories}
+
+    def _in_forget(self, db: sqlite3.Connection, user_id: str) -> None:
+        """Last step of :meth:`forget_user`, inside its transaction (see ``_in_commit``)."""
 
 
 def now() -> float:

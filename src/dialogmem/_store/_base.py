@@ -9,7 +9,8 @@ user behaves exactly like an id that does not exist.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel
@@ -111,3 +112,15 @@ class VectorIndex(Protocol):
 
     def close(self) -> None:
         """Flush and release resources. Idempotent."""
+
+
+@runtime_checkable
+class JournalBoundIndex(Protocol):
+    """An index that lives in the journal's database (``PgIndex``): the change writer applies a change
+    to it inside the journal's commit, on the journal's connection, so both commit as one."""
+
+    joins_journal: bool
+
+    def bound(self, conn: Any) -> AbstractContextManager[None]:
+        """Run this thread's index calls on ``conn`` (a connection inside an open transaction)."""
+        ...

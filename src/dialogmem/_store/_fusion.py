@@ -38,3 +38,14 @@ def convex_fusion(dense: Sequence[IdScore], lexical: Sequence[IdScore], *, dense
     fused = {i: dense_weight * d.get(i, 0.0) + (1.0 - dense_weight) * lx.get(i, 0.0) for i in (*lx, *d)}
     order = sorted(fused, key=lambda i: (-fused[i], i))[:max(0, limit)]
     return [(i, fused[i]) for i in order]
+
+
+def rrf_fusion(*rankings: Sequence[str], k: int, limit: int) -> list[IdScore]:
+    """Reciprocal rank fusion as Qdrant computes it: each list adds ``1 / (k + position)`` (from 0)
+    to an id's score; best first (ties by id), at most ``limit``."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, i in enumerate(ranking):
+            fused[i] = fused.get(i, 0.0) + 1.0 / (k + rank)
+    order = sorted(fused, key=lambda i: (-fused[i], i))[:max(0, limit)]
+    return [(i, fused[i]) for i in order]

@@ -45,6 +45,9 @@ class ScopedIndex(ABC):
 
     dim: int
     _label = "index"
+    #: the convex fusion reads its lists with their payloads (one round trip, more bytes) instead of
+    #: reading the fused top's payloads afterwards (a second request): for a server a round trip away
+    _lists_with_payloads = False
 
     def __init__(self, *, dim: int) -> None:
         if dim < 1:
@@ -175,14 +178,20 @@ class ScopedIndex(ABC):
                                  for where, dense, sparse in views], "hybrid_search")
         # Every view's dense and BM25 lists (ids and scores) in one request, then the payloads of
         # all fused lists in one read.
-        specs = [SearchSpec(where, prefetch, dense=dense, with_payload=False) for where, dense, _ in views]
-        specs += [SearchSpec(where, prefetch, sparse=sparse, with_payload=False) for where, _, sparse in views]
+        payloads = self._lists_with_payloads
+        specs = [SearchSpec(where, prefetch, dense=dense, with_payload=payloads) for where, dense, _ in views]
+        specs += [SearchSpec(where, prefetch, sparse=sparse, with_payload=payloads) for where, _, sparse in views]
         with self._io("hybrid_search"):
             answers = self._query(specs)
         n = len(views)
         fused = [convex_fusion([(i, s) for i, _, s in answers[v]], [(i, s) for i, _, s in answers[n + v]],
                                dense_weight=dense_weight, limit=limit) for v in range(n)]
-        records = {point_id(r.id): r for r, _ in self.retrieve([i for f in fused for i, _ in f], user_id)}
+        records: dict[str | None, MemoryRecord]
+        if payloads:
+            wanted = {i for f in fused for i, _ in f}
+            records = {i: from_payload(p) for answer in answers for i, p, _ in answer if i in wanted and p is not None}
+        else:
+            records = {point_id(r.id): r for r, _ in self.retrieve([i for f in fused for i, _ in f], user_id)}
         return [[ScoredRecord(record=records[i], score=s) for i, s in f if i in records] for f in fused]
 
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,

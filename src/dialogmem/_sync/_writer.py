@@ -26,15 +26,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._changes import ChangeSet, GraphCommit
-from .._errors import DiskFullError, StoreError
+from .._errors import ConfigError, DiskFullError, StoreError
 from .._journal import IndexState, Journal, stored_precision
 from .._models._embed_base import Embedder
 from .._store import IndexPoint, VectorIndex
+from .._store._base import JournalBoundIndex
 from .._types import MemoryRecord
 from .._usage import PendingUsage
 from ._access import AccessLog
@@ -62,6 +64,15 @@ class ChangeWriter:
         self._counters_lock = threading.Lock()
         self._counters: threading.Thread | None = None  # a flush_counters_soon still running
         self._counters_failed = False  # the last background write of the counts failed
+        # an index in the journal's database (store.backend = "postgres"): changes reach it inside the
+        # journal's commit, so nothing waits in the outbox
+        self._joined = isinstance(index, JournalBoundIndex) and index.joins_journal
+        if self._joined:
+            join = getattr(journal, "join_index", None)
+            if join is None:
+                raise ConfigError("this vector index lives in PostgreSQL beside the journal: set journal.url to "
+                                  "the same PostgreSQL database")
+            join(self._commit_in_tx, self._forget_in_tx)
 
     def apply(self, cs: ChangeSet) -> list[MemoryRecord]:
         """Perform ``cs``; returns the records it wrote. ``DiskFullError`` (nothing written) when the
@@ -82,11 +93,36 @@ class ChangeWriter:
                 self.access.restore(access)
                 self.usage.restore(usage)
                 raise
-            upserts = [(w.record, vectors[w.record.id]) for w in cs.writes]
-            self._to_index(upserts, [(r.record.user_id, r.record.id) for r in cs.removals])
+            if not self._joined:
+                upserts = [(w.record, vectors[w.record.id]) for w in cs.writes]
+                self._to_index(upserts, [(r.record.user_id, r.record.id) for r in cs.removals])
             if cs.graph is not None and not cs.graph.delta.is_empty():
                 self._graph_to_index(cs.graph)
         return [w.record for w in cs.writes]
+
+    def _commit_in_tx(self, conn: Any, cs: ChangeSet, vectors: Mapping[str, np.ndarray]) -> list[str]:
+        """The index side of a journal commit, on the journal's connection inside its transaction: a
+        record the index refuses fails the whole commit (nothing written), never a half-done change."""
+        index = self.index
+        assert isinstance(index, JournalBoundIndex)
+        done: list[str] = []
+        with index.bound(conn):
+            if cs.writes:
+                self.index.upsert([IndexPoint(record=w.record, vector=vectors[w.record.id]) for w in cs.writes])
+                done += [w.record.id for w in cs.writes]
+            by_user: dict[str, list[str]] = {}
+            for r in cs.removals:
+                by_user.setdefault(r.record.user_id, []).append(r.record.id)
+            for user_id, ids in by_user.items():
+                self.index.delete(ids, user_id)
+                done += ids
+        return done
+
+    def _forget_in_tx(self, conn: Any, user_id: str) -> None:
+        index = self.index
+        assert isinstance(index, JournalBoundIndex)
+        with index.bound(conn):
+            self.index.delete_user(user_id)
 
     def _graph_to_index(self, graph: GraphCommit) -> None:
         d = graph.delta

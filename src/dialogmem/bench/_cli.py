@@ -170,6 +170,9 @@ def locomo(
         "lists its questions roughly by category, so the first N (--limit) are not a fair mix")),
     answer: str = _ANSWER, judge: bool = _JUDGE, llm_free_memory: bool = _LLM_FREE_MEMORY,
     keep_stores: bool = _KEEP_STORES,
+    pg_url: str = typer.Option(None, "--pg-url", help=(
+        "PostgreSQL with pgvector for the dialogmem-postgres system (store.backend = 'postgres'; a schema "
+        "per unit)")),
 ) -> None:
     """LoCoMo: turn- and session-level recall@k and at context budgets per category; with an LLM, F1,
     BLEU-1, judge accuracy, reader tokens, dialogmem's deep ratio and rounds."""
@@ -178,7 +181,7 @@ def locomo(
          categories=categories, mode=mode, llm=llm,
          llm_base_url=llm_base_url, k=k, systems=systems, config=config, answer_k=answer_k, sleep=sleep,
          fresh=fresh, quiet=quiet, budgets=budgets, budget_k=budget_k, answer=answer, judge=judge,
-         llm_free_memory=llm_free_memory, keep_stores=keep_stores)
+         llm_free_memory=llm_free_memory, keep_stores=keep_stores, pg_url=pg_url)
 
 
 @bench_app.command("longmemeval")

@@ -35,8 +35,11 @@ from ._systems import AnswerOutcome, BenchSystem, SystemFactory
 
 logger = logging.getLogger(__name__)
 
-SYSTEMS = ("dialogmem", "naive-dense", "naive-bm25", "naive-hybrid", "naive-convex", "full-context")
-RETRIEVAL_SYSTEMS = tuple(s for s in SYSTEMS if s != "full-context")
+SYSTEMS = ("dialogmem", "naive-dense", "naive-bm25", "naive-hybrid", "naive-convex", "full-context",
+           "dialogmem-postgres")
+#: what a run without --systems compares (dialogmem-postgres needs --pg-url, so it is asked for by name)
+RETRIEVAL_SYSTEMS = tuple(s for s in SYSTEMS if s not in ("full-context", "dialogmem-postgres"))
+DEFAULT_SYSTEMS = (*RETRIEVAL_SYSTEMS, "full-context")
 
 
 class BenchSpec(BaseModel):
@@ -67,6 +70,8 @@ class BenchSpec(BaseModel):
     llm_free_memory: bool = False  # dialogmem builds and searches its memory without the LLM (it only reads)
     answer_retries: int = Field(1, ge=0, le=5)  # a failed answer call is tried again this often, then recorded
     keep_stores: bool = False  # leave each unit's store in out/scratch/SYSTEM/CONVERSATION after it finishes
+    # dialogmem-postgres: the PostgreSQL (with pgvector) that holds its journal and index, a schema per unit
+    pg_url: str | None = None
 
     @field_validator("categories")
     @classmethod
@@ -84,7 +89,10 @@ class BenchSpec(BaseModel):
                 raise InputError(f"unknown system {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
             chosen = list(dict.fromkeys(self.systems))
         else:
-            chosen = list(SYSTEMS if self.mode == "llm" else RETRIEVAL_SYSTEMS)
+            chosen = list(DEFAULT_SYSTEMS if self.mode == "llm" else RETRIEVAL_SYSTEMS)
+        if "dialogmem-postgres" in chosen and not self.pg_url:
+            raise InputError("dialogmem-postgres runs dialogmem with store.backend = 'postgres': pass --pg-url "
+                             "postgresql://… (a database with pgvector; each unit gets a schema of its own)")
         if self.mode != "llm" and "full-context" in chosen:
             raise InputError("full-context is a QA-only baseline: it needs --mode llm")
         return chosen
@@ -179,6 +187,8 @@ def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, Sy
 
     return {
         "dialogmem": lambda conv, scratch: DialogmemSystem(cfg, scratch, run_sleep=spec.sleep),
+        "dialogmem-postgres": lambda conv, scratch: DialogmemSystem(_on_postgres(cfg, spec.pg_url, scratch), scratch,
+                                                                    run_sleep=spec.sleep),
         "naive-dense": naive("dense"),
         "naive-bm25": naive("bm25"),
         "naive-hybrid": naive("hybrid"),
@@ -186,6 +196,21 @@ def default_factories(spec: BenchSpec, reader: LLMClient | None) -> dict[str, Sy
         "full-context": lambda conv, scratch: FullContext(reader, window_tokens=cfg.llm.n_ctx,
                                                           answer_tokens=min(cfg.llm.max_tokens, 128)),
     }
+
+
+def _on_postgres(cfg: Config, url: str | None, scratch: Path) -> Config:
+    """``cfg`` with journal and index in PostgreSQL, in a schema named after the unit's scratch
+    directory, emptied first (a unit starts from nothing, as its scratch directory does)."""
+    import hashlib
+
+    import psycopg
+
+    if not url:
+        raise InputError("dialogmem-postgres needs --pg-url")
+    schema = "bench_" + hashlib.sha256(str(scratch.resolve()).encode()).hexdigest()[:16]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    return cfg.with_overrides(journal={"url": url, "schema_name": schema}, store={"backend": "postgres"})
 
 
 def chosen_questions(conv: BenchConversation, spec: BenchSpec) -> list[BenchQuestion]:

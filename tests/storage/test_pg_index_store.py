@@ -1,0 +1,115 @@
+"""A store whose index lives in PostgreSQL beside its journal (``store.backend = "postgres"``), through
+the facade: a change and its index rows commit in one transaction, so the outbox never holds
+anything and a refused index row leaves the journal untouched.
+
+Everything is real: PostgreSQL 18 with pgvector (tests/pg_server.py), MiniLM, the journal."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from dialogmem import ConfigError, InputError, Memory, MemoryRecord
+from dialogmem._changes import ChangeSet, MemoryWrite
+from dialogmem._config import Config
+from dialogmem._journal import IndexState
+from dialogmem._store import PgIndex
+from dialogmem._types import Event
+
+
+def _opts(tmp_path: Path, url: str, schema: str) -> dict[str, Any]:
+    return {"data_dir": tmp_path / "s", "journal": {"url": url, "schema_name": schema},
+            "store": {"backend": "postgres"}}
+
+
+def _rows(url: str, schema: str, sql: str) -> list[tuple]:
+    with psycopg.connect(url, options=f"-c search_path={schema},public") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_the_postgres_index_needs_a_postgres_journal(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"journal\.url"):
+        Config.load(data_dir=tmp_path, store={"backend": "postgres"})
+    with pytest.raises(ConfigError, match=r"journal\.url"):
+        Memory(data_dir=tmp_path, store={"backend": "postgres"})
+
+
+def test_a_store_on_postgres_alone_writes_journal_and_index_together(tmp_path: Path, pgvector_url: str,
+                                                                     pgvector_schema: str) -> None:
+    opts = _opts(tmp_path, pgvector_url, pgvector_schema)
+    with Memory(**opts) as mem:
+        assert isinstance(mem._parts.index, PgIndex)
+        mem.add([{"role": "user", "content": "I moved to Lisbon last spring and I work as a nurse."}], "alice")
+        mem.add([{"role": "user", "content": "My sister Ana plays the cello."}], "bob")
+        hits = mem.search("Where does she live?", "alice").hits
+        assert hits and "Lisbon" in hits[0].memory
+        assert all("cello" not in h.memory for h in mem.search("cello", "alice").hits)  # bob's stays bob's
+        journal = mem._parts.journal
+        # nothing waits in the outbox: the index rows were written in the journal's transaction
+        assert journal.count_index_state(IndexState.UPSERT) == 0
+        assert journal.count_index_state(IndexState.SYNCED) == journal.count_memories()
+        first = mem.get_all("alice")[0]
+        mem.update(first.id, "I moved to Porto last spring.", "alice")
+        assert "Porto" in mem.search("Which city?", "alice").hits[0].memory
+        assert journal.count_index_state(IndexState.UPSERT) == 0
+        mem.delete(first.id, "alice")
+        assert journal.count_index_state(IndexState.REMOVE) == 0
+    assert not (tmp_path / "s" / "index").exists()  # no local index: nothing but PostgreSQL holds the store
+    held = _rows(pgvector_url, pgvector_schema, "SELECT user_id, count(*) FROM ix_points GROUP BY user_id")
+    with Memory(**opts) as mem:  # a second open finds the same rows; the counts agree
+        counts = {u: len(mem.get_all(u)) for u in ("alice", "bob")}
+        assert dict(held) == {u: n for u, n in counts.items() if n} and counts["bob"] == 1
+        mem.forget_user("bob")
+        assert mem.get_all("bob") == [] and mem.search("cello", "bob").hits == []
+    assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FROM ix_points WHERE user_id = 'bob'") == [(0,)]
+    assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FROM ix_terms WHERE user_id = 'bob'") == [(0,)]
+
+
+def test_a_change_the_index_refuses_leaves_the_journal_untouched(tmp_path: Path, pgvector_url: str,
+                                                                 pgvector_schema: str) -> None:
+    with Memory(**_opts(tmp_path, pgvector_url, pgvector_schema)) as mem:
+        good = MemoryRecord(id=str(uuid.uuid4()), user_id="u1", memory="the garden has three apple trees",
+                            time_stamp="", float_time_stamp=1.0, weekday="", created_at=1.0, updated_at=1.0)
+        bad = good.model_copy(update={"id": str(uuid.uuid4()), "memory": "a memory with a zero vector"})
+        cs = ChangeSet("u1", writes=[MemoryWrite(record=good, event=Event.ADD, actor="test"),
+                                     MemoryWrite(record=bad, event=Event.ADD, actor="test",
+                                                 vector=np.zeros(384, dtype=np.float32))])
+        with pytest.raises(InputError, match="non-zero"):
+            mem._parts.writer.apply(cs)
+        # the journal's rows and the index's rolled back together: neither memory exists anywhere
+        assert mem._parts.journal.count_memories("u1") == 0
+        assert mem._parts.index.count("u1") == 0
+        mem._parts.writer.apply(ChangeSet("u1", writes=[MemoryWrite(record=good, event=Event.ADD, actor="test")]))
+        assert mem._parts.journal.count_memories("u1") == 1 and mem._parts.index.count("u1") == 1
+        assert mem._parts.journal.count_index_state(IndexState.SYNCED) == 1
+
+
+def test_an_embedded_store_moves_to_postgres_by_export_and_import(tmp_path: Path, pgvector_url: str,
+                                                                  pgvector_schema: str) -> None:
+    """The migration deploy/README.md describes: ``dialogmem export --all --vectors`` from the embedded
+    store, ``dialogmem import`` into the PostgreSQL one; counts and vectors arrive as they were."""
+    with Memory(data_dir=tmp_path / "embedded") as old:
+        old.add([{"role": "user", "content": "I moved to Lisbon last spring and I work as a nurse."}], "alice")
+        old.add([{"role": "user", "content": "My sister Ana plays the cello in an orchestra."}], "bob")
+        old.flush()
+        report = old.export(tmp_path / "all.jsonl", all_users=True, vectors=True)
+        before = {u: {m.id: old._parts.journal.vectors(u, [m.id])[m.id] for m in old.get_all(u)}
+                  for u in ("alice", "bob")}
+        stats = old.stats()["counts"]
+    with Memory(**_opts(tmp_path, pgvector_url, pgvector_schema)) as new:
+        imported = new.import_(tmp_path / "all.jsonl")
+        assert imported.embedded == 0  # the file's vectors were used, none computed again
+        assert imported.memories == report.memories == sum(len(v) for v in before.values())
+        assert new.stats()["counts"]["memories"] == stats["memories"]
+        assert new.stats()["counts"]["turns"] == stats["turns"]
+        for user, vectors in before.items():
+            assert new._parts.index.count(user) == len(vectors)  # the index holds every imported memory
+            for memory_id, vector in vectors.items():
+                np.testing.assert_array_equal(new._parts.journal.vectors(user, [memory_id])[memory_id], vector)
+        assert "Lisbon" in new.search("Where does she live?", "alice").hits[0].memory
+        assert new._parts.journal.count_index_state(IndexState.UPSERT) == 0
