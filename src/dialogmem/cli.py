@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -332,6 +333,54 @@ def import_(file: Annotated[str, typer.Argument(help="a dialogmem export (JSON L
     except (OSError, ValueError) as exc:
         raise fail(f"cannot read mem0 data: {exc}") from None
     _print_json(_run_local(config, data_dir, lambda m: m.import_mem0(data, user, history=rows)).model_dump())
+
+
+@app.command()
+def migrate(to: Annotated[str, typer.Option("--to", help="postgresql://... : the PostgreSQL database (with "
+                                             "pgvector) that is to hold the store")],
+            schema: Annotated[str, typer.Option("--schema", help="the schema in it (one store per schema)")
+                              ] = "dialogmem",
+            config: ConfigOpt = None, data_dir: DataOpt = None) -> None:
+    """Move an embedded store (SQLite journal, Edge index) into PostgreSQL alone (journal and pgvector
+    index, ``store.backend = "postgres"``): every user's turns, memories of every status, history and
+    vectors (nothing embedded again), then a count check of both sides. The embedded store is only read."""
+    if _remote() is not None:
+        raise fail("migrate reads a store on this machine: drop --url")
+    source = _load(config, data_dir)
+    if source.journal.url is not None:
+        raise fail("this store's journal is already in PostgreSQL: migrate moves an embedded (SQLite) store")
+    try:
+        target = source.with_overrides(journal={"url": to, "schema_name": schema}, store={"backend": "postgres"})
+    except DialogmemError as exc:
+        raise fail(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="dialogmem-migrate-") as tmp:
+        dump = Path(tmp) / "store.jsonl"
+        with _memory(config, data_dir, read_only=True) as old:
+            sent = old.export(dump, all_users=True, vectors=True)
+        try:
+            with Memory(target) as new:
+                got = new.import_(dump)
+                held = _counts(new, sent.users, Path(tmp) / "check.jsonl")
+        except DialogmemError as exc:
+            raise fail(str(exc)) from None
+    expected = {"turns": sent.turns, "quarantined": sent.quarantined, "memories": sent.memories,
+                "history": sent.history}
+    if held != expected:
+        raise fail(f"counts differ after the move: the embedded store exported {expected}, PostgreSQL holds "
+                   f"{held} for those users (did the schema hold rows of them already?)")
+    typer.echo(f"moved {len(sent.users)} users: {sent.turns} turns, {sent.quarantined} quarantined, "
+               f"{sent.memories} memories ({got.embedded} embedded again), {sent.history} history rows; "
+               f"counts checked on both sides")
+
+
+def _counts(mem: Memory, users: list[str], scratch: Path) -> dict[str, int]:
+    """What ``mem`` holds of ``users``, counted as an export counts it."""
+    total = {"turns": 0, "quarantined": 0, "memories": 0, "history": 0}
+    for uid in users:
+        report = mem.export(scratch, uid, vectors=False)
+        for kind in total:
+            total[kind] += getattr(report, kind)
+    return total
 
 
 quarantine_app = typer.Typer(help="Accepted turns whose processing failed: list, retry or drop them.",

@@ -113,3 +113,39 @@ def test_an_embedded_store_moves_to_postgres_by_export_and_import(tmp_path: Path
                 np.testing.assert_array_equal(new._parts.journal.vectors(user, [memory_id])[memory_id], vector)
         assert "Lisbon" in new.search("Where does she live?", "alice").hits[0].memory
         assert new._parts.journal.count_index_state(IndexState.UPSERT) == 0
+
+
+def test_dialogmem_migrate_moves_a_store_and_checks_the_counts(tmp_path: Path, pgvector_url: str,
+                                                               pgvector_schema: str) -> None:
+    """``dialogmem migrate --to postgresql://...``: the embedded store read only, everything arrives with
+    its vectors, the counts of both sides checked. Run again, it adds nothing (rows held are kept) and the
+    counts still agree; a schema holding more of these users' rows than the store sent fails the check."""
+    from typer.testing import CliRunner
+
+    from dialogmem.cli import app
+
+    with Memory(data_dir=tmp_path / "embedded") as old:
+        old.add([{"role": "user", "content": "I moved to Lisbon last spring and I work as a nurse."}], "alice")
+        old.add([{"role": "user", "content": "My sister Ana plays the cello in an orchestra."}], "bob")
+        old.flush()
+        doomed = old.get_all("bob")[0]
+        old.delete(doomed.id, "bob")
+        kept = {u: sorted(m.id for m in old.get_all(u)) for u in ("alice", "bob")}
+    args = ["migrate", "--to", pgvector_url, "--schema", pgvector_schema, "--data-dir", str(tmp_path / "embedded")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "moved 2 users" in res.output and "(0 embedded again)" in res.output
+    with Memory(**_opts(tmp_path, pgvector_url, pgvector_schema)) as new:
+        assert {u: sorted(m.id for m in new.get_all(u)) for u in ("alice", "bob")} == kept
+        assert new.history(doomed.id, "bob")[-1].event.value == "DELETE"  # a deleted memory's history came too
+        assert "Lisbon" in new.search("Where does she live?", "alice").hits[0].memory
+    with Memory(data_dir=tmp_path / "embedded", read_only=True) as again:  # the source was only read
+        assert {u: sorted(m.id for m in again.get_all(u)) for u in ("alice", "bob")} == kept
+    res = CliRunner().invoke(app, args)  # the schema holds them already: rows kept, counts still equal
+    assert res.exit_code == 0, res.output
+    with Memory(**_opts(tmp_path, pgvector_url, pgvector_schema)) as new:
+        new.add([{"role": "user", "content": "I also keep bees on the roof."}], "alice", flush=True)
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 1 and "counts differ" in res.output, res.output
+    res = CliRunner().invoke(app, ["migrate", "--to", "mysql://nope", "--data-dir", str(tmp_path / "embedded")])
+    assert res.exit_code == 1 and "journal.url" in res.output
