@@ -149,3 +149,17 @@ def test_dialogmem_migrate_moves_a_store_and_checks_the_counts(tmp_path: Path, p
     assert res.exit_code == 1 and "counts differ" in res.output, res.output
     res = CliRunner().invoke(app, ["migrate", "--to", "mysql://nope", "--data-dir", str(tmp_path / "embedded")])
     assert res.exit_code == 1 and "journal.url" in res.output
+
+
+def test_vectors_stay_in_their_rows(tmp_path: Path, pgvector_url: str, pgvector_schema: str) -> None:
+    """A 1.5 KB vector and a ~0.7 KB record pass PostgreSQL's 2 KB row limit; left to the default the
+    vector went out of line (TOAST) and ranking one user's 10^4 points read ~60k buffers. The vector
+    column is stored in the row (the record is what gets compressed), and search still finds it."""
+    with Memory(**_opts(tmp_path, pgvector_url, pgvector_schema)) as mem:
+        mem.add([{"role": "user", "content": "I moved to Lisbon last spring and I work as a nurse. " * 12}], "alice",
+                flush=True)
+        assert "Lisbon" in mem.search("Where does she live?", "alice").hits[0].memory
+    assert _rows(pgvector_url, pgvector_schema, "SELECT attstorage FROM pg_attribute WHERE attrelid = "
+                 "'ix_points'::regclass AND attname = 'dense'") == [("p",)]
+    assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FROM ix_points "
+                 "WHERE pg_column_compression(dense) IS NOT NULL OR pg_column_size(dense) < 1500") == [(0,)]
