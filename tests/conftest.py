@@ -41,58 +41,53 @@ def ingest_sample(mem: Memory, data: dict[str, Any], user_id: str) -> None:
     mem.flush(user_id)
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A real PostgreSQL server for this test session (see tests/pg_server.py); never skipped."""
+def _server(needed_for: str, **options: Any) -> Iterator[str]:
+    """A real PostgreSQL server (tests/pg_server.py) for a test session: a missing one fails the run,
+    never skips it."""
     from pg_server import PostgresServer, PostgresUnavailable
 
     try:
-        server = PostgresServer().start()
+        server = PostgresServer(**options).start()
     except PostgresUnavailable as exc:
-        pytest.fail(f"the PostgreSQL tests need a PostgreSQL server: {exc}", pytrace=False)
+        pytest.fail(f"{needed_for}: {exc}", pytrace=False)
     try:
         yield server.url
     finally:
         server.stop()
+
+
+def _schema(url: str, prefix: str) -> Iterator[str]:
+    """A fresh schema (one store) on the server at ``url`` for one test, dropped afterwards."""
+    import uuid
+
+    import psycopg
+
+    name = prefix + uuid.uuid4().hex[:16]
+    yield name
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server for this test session; never skipped."""
+    yield from _server("the PostgreSQL tests need a PostgreSQL server")
 
 
 @pytest.fixture(scope="session")
 def pgvector_url() -> Iterator[str]:
     """A real PostgreSQL server with pgvector for this test session (``store.backend = "postgres"``);
     never skipped."""
-    from pg_server import PostgresServer, PostgresUnavailable
-
-    try:
-        server = PostgresServer(vector=True).start()
-    except PostgresUnavailable as exc:
-        pytest.fail(f"the PostgreSQL index tests need a PostgreSQL server with pgvector: {exc}", pytrace=False)
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    yield from _server("the PostgreSQL index tests need a PostgreSQL server with pgvector", vector=True)
 
 
 @pytest.fixture
 def pg_schema(postgres_url: str) -> Iterator[str]:
     """A fresh PostgreSQL schema (one store) for one test, dropped afterwards."""
-    import uuid
-
-    import psycopg
-
-    name = "t_" + uuid.uuid4().hex[:16]
-    yield name
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    yield from _schema(postgres_url, "t_")
 
 
 @pytest.fixture
 def pgvector_schema(pgvector_url: str) -> Iterator[str]:
     """A fresh schema (one store) on the pgvector server for one test, dropped afterwards."""
-    import uuid
-
-    import psycopg
-
-    name = "v_" + uuid.uuid4().hex[:16]
-    yield name
-    with psycopg.connect(pgvector_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    yield from _schema(pgvector_url, "v_")
