@@ -14,7 +14,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from dialogmem import ConfigError, InputError, Memory, MemoryRecord
+from dialogmem import ConfigError, InputError, Memory, MemoryRecord, StoreError
 from dialogmem._changes import ChangeSet, MemoryWrite
 from dialogmem._config import Config
 from dialogmem._journal import IndexState
@@ -163,3 +163,37 @@ def test_vectors_stay_in_their_rows(tmp_path: Path, pgvector_url: str, pgvector_
                  "'ix_points'::regclass AND attname = 'dense'") == [("p",)]
     assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FROM ix_points "
                  "WHERE pg_column_compression(dense) IS NOT NULL OR pg_column_size(dense) < 1500") == [(0,)]
+
+
+def test_a_read_only_store_reads_the_live_postgres_index(tmp_path: Path, pgvector_url: str,
+                                                         pgvector_schema: str) -> None:
+    """A read-only process on a PostgreSQL store searches the shared index itself: a memory another
+    process commits after the read-only one opened is found at once (the per-user copies of an
+    embedded store would have been snapshots taken at the first search), and no write gets through."""
+    opts = _opts(tmp_path, pgvector_url, pgvector_schema)
+    with Memory(**opts) as writer:
+        writer.add([{"role": "user", "content": "I moved to Lisbon last spring."}], "alice", flush=True)
+        with Memory(**{**opts, "data_dir": tmp_path / "reader"}, read_only=True) as reader:
+            assert "Lisbon" in reader.search("Where does she live?", "alice").hits[0].memory
+            writer.add([{"role": "user", "content": "My sister Ines adopted a grey parrot called Pixel."}],
+                       "alice", flush=True)
+            hits = reader.search("What pet did her sister get?", "alice").hits
+            assert hits and "Pixel" in hits[0].memory
+            assert reader.search("Where does she live?", "bob").hits == []
+            with pytest.raises(StoreError, match="read-only"):
+                reader.add([{"role": "user", "content": "I like tea."}], "alice", flush=True)
+            with pytest.raises(StoreError, match="read-only"):
+                reader.delete(hits[0].id, "alice")
+        assert len(writer.get_all("alice")) == 2  # the refused delete removed nothing
+
+
+def test_a_read_only_store_needs_the_postgres_index_to_exist(tmp_path: Path, pgvector_url: str,
+                                                             pgvector_schema: str) -> None:
+    """Read-only opening creates nothing: a schema whose journal exists but whose index tables do not
+    is refused with a clear error, and still has no index tables afterwards."""
+    opts = _opts(tmp_path, pgvector_url, pgvector_schema)
+    with Memory(**{**opts, "store": {"backend": "edge"}}) as mem:  # the journal alone, an embedded index
+        mem.add([{"role": "user", "content": "I moved to Lisbon last spring."}], "alice", flush=True)
+    with pytest.raises(StoreError, match="no postgres index"):
+        Memory(**opts, read_only=True)
+    assert _rows(pgvector_url, pgvector_schema, "SELECT to_regclass('ix_points') IS NULL") == [(True,)]

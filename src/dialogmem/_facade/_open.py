@@ -25,7 +25,7 @@ from .._sleep._consolidator import LTMConsolidator
 from .._sleep._evictor import Evictor
 from .._sleep._updater import SleepRunner
 from .._store import LTM_SCOPE, EdgeIndex, PgIndex, VectorIndex, open_index
-from .._store._readonly import ReadOnlyIndex
+from .._store._readonly import LiveIndex, SnapshotIndex
 from .._store._remote import RemoteIndex
 from .._store._room import MIB, DiskRoom
 from .._sync._access import AccessLog
@@ -96,8 +96,11 @@ def open_parts(config: Config, data_dir: Path, llm_client: LLMClient | None) -> 
         if llm_client is not None:
             llm_client.usage = usage  # one tracker: the client's calls land in stats()
         llm = llm_client if llm_client is not None else make_llm(config.llm, usage)
-        if read_only:
-            index = ReadOnlyIndex(config.embedder.dim, lambda shard, user: _fill_copy(journal, embedder, shard, user))
+        if read_only and config.store.backend == "edge":  # the shard is the writer's: copies of the journal
+            index = SnapshotIndex(config.embedder.dim, lambda shard, user: _fill_copy(journal, embedder, shard, user))
+        elif read_only:  # a server index is shared by design: read it as the writers leave it
+            index = LiveIndex(open_index(config.store, paths.root, config.embedder.dim,
+                                         pool=getattr(journal, "pool", None), read_only=True))
         else:
             index = _open_index(config, paths, journal)
         parts = _assemble(config, paths, journal, usage, embedder, llm, index)

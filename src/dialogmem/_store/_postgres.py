@@ -56,13 +56,16 @@ _COLUMNS = ("user_id", "speaker_name", "tier", "entities", "session_id", "agent_
 class PgIndex(ScopedIndex):
     """``VectorIndex`` in a PostgreSQL schema, on a psycopg ``ConnectionPool`` whose connections
     have that schema first on their ``search_path`` (the journal's pool). Tables are created when
-    missing (``CREATE EXTENSION vector`` needs pgvector on the server); never dropped."""
+    missing (``CREATE EXTENSION vector`` needs pgvector on the server); never dropped. ``read_only``
+    (a read-only store, on the journal's read-only connections): nothing is created; the tables must
+    be there."""
 
     _label = "postgres index"
     joins_journal = True
     _lists_with_payloads = True  # a round trip to the server costs more than the payloads' bytes
 
-    def __init__(self, pool: Any, *, dim: int = 384, exact_max: int = EXACT_MAX, owns_pool: bool = False) -> None:
+    def __init__(self, pool: Any, *, dim: int = 384, exact_max: int = EXACT_MAX, owns_pool: bool = False,
+                 read_only: bool = False) -> None:
         super().__init__(dim=dim)
         self._pool = pool
         self._owns_pool = owns_pool
@@ -74,7 +77,10 @@ class PgIndex(ScopedIndex):
         self._sizes_lock = threading.Lock()
         try:
             with backend_errors("opening the postgres index"):
-                self._create()
+                if read_only:
+                    self._check()
+                else:
+                    self._create()
         except BaseException:
             self.close()
             raise
@@ -158,8 +164,21 @@ class PgIndex(ScopedIndex):
                 "PRIMARY KEY (point_id, term))")
             conn.execute("CREATE INDEX IF NOT EXISTS ix_terms_term ON ix_terms (term, user_id)")
             conn.execute("CREATE TABLE IF NOT EXISTS ix_users (user_id text PRIMARY KEY, points bigint NOT NULL)")
-            found = conn.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'ix_points'::regclass "
-                                 "AND attname = 'dense'").fetchone()
+            self._check_dim(conn)
+
+    def _check(self) -> None:
+        """A read-only opening: the index's tables are there and hold vectors of this store's size."""
+        with self._pool.connection() as conn:
+            missing = [t for t in ("ix_points", "ix_terms", "ix_users")
+                       if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is None]
+            if missing:
+                raise StoreError(f"this schema has no postgres index ({', '.join(missing)} missing): open the "
+                                 "store read-write once to create it")
+            self._check_dim(conn)
+
+    def _check_dim(self, conn: Any) -> None:
+        found = conn.execute("SELECT atttypmod FROM pg_attribute WHERE attrelid = 'ix_points'::regclass "
+                             "AND attname = 'dense'").fetchone()
         if found is None or found[0] != self.dim:
             raise StoreError(f"the postgres index holds vectors of size {None if found is None else found[0]}, "
                              f"this store embeds {self.dim}")

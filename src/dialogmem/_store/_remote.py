@@ -25,13 +25,13 @@ class RemoteIndex(ScopedIndex):
     """``VectorIndex`` on a Qdrant collection; ``url=":memory:"`` runs qdrant-client in-process.
 
     The collection is created only when it does not exist; an existing one must have a ``dense``
-    vector of size ``dim``.
+    vector of size ``dim``. ``read_only``: nothing is created (a missing collection is an error).
     """
 
     _label = "qdrant index"
 
     def __init__(self, url: str, *, api_key: str | None = None, collection: str = "dialogmem",
-                 dim: int = 384) -> None:
+                 dim: int = 384, read_only: bool = False) -> None:
         super().__init__(dim=dim)
         self.collection = collection
         with backend_errors(f"connecting to qdrant at {url}"):
@@ -40,8 +40,11 @@ class RemoteIndex(ScopedIndex):
             else:
                 self._client = QdrantClient(url=url, api_key=api_key)
             if not self._client.collection_exists(collection):
+                if read_only:
+                    raise StoreError(f"qdrant has no collection {collection!r}: open the store read-write "
+                                     "once to create it")
                 self._create()
-            self._check_and_index()
+            self._check_and_index(read_only=read_only)
 
     def _create(self) -> None:
         self._client.create_collection(
@@ -58,7 +61,7 @@ class RemoteIndex(ScopedIndex):
             self._create()
             self._check_and_index()
 
-    def _check_and_index(self) -> None:
+    def _check_and_index(self, *, read_only: bool = False) -> None:
         info = self._client.get_collection(self.collection)
         vectors = info.config.params.vectors
         dense = vectors.get(DENSE) if isinstance(vectors, dict) else None
@@ -66,6 +69,8 @@ class RemoteIndex(ScopedIndex):
             found = "none" if dense is None else dense.size
             raise StoreError(f"collection {self.collection!r} has no {DENSE!r} vector of size "
                              f"{self.dim} (found {found})")
+        if read_only:  # searches work without the payload indexes, only slower
+            return
         present = set(info.payload_schema or {})
         wanted: dict[str, m.KeywordIndexParams | m.PayloadSchemaType] = {
             "user_id": m.KeywordIndexParams(type=m.KeywordIndexType.KEYWORD, is_tenant=True)}
