@@ -867,5 +867,5 @@ def test_postgres_scores_as_edge_does(tmp_path: Path, request: pytest.FixtureReq
 def test_a_read_only_qdrant_index_creates_no_collection() -> None:
     """Opened for a read-only store, the Qdrant adapter creates nothing: a missing collection is an
     error (a typo in ``store.collection`` would otherwise leave an empty collection behind)."""
-    with pytest.raises(StoreError, match="no collection 'absent'.*read-write"):
+    with pytest.raises(StoreError, match=r"no collection 'absent'.*read-write"):
         RemoteIndex(":memory:", collection="absent", dim=8, read_only=True)
