@@ -197,3 +197,58 @@ def test_a_read_only_store_needs_the_postgres_index_to_exist(tmp_path: Path, pgv
     with pytest.raises(StoreError, match="no postgres index"):
         Memory(**opts, read_only=True)
     assert _rows(pgvector_url, pgvector_schema, "SELECT to_regclass('ix_points') IS NULL") == [(True,)]
+
+
+def test_a_repair_beside_another_node_writes_no_deleted_memory_back(tmp_path: Path, pgvector_url: str,
+                                                                     pgvector_schema: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dialogmem repair` on a PostgreSQL index refills it from the journal while other nodes keep
+    writing. A refill that read a memory before another node deleted it used to write it back after
+    (the delete found nothing to remove in the emptied index): a stale point, found by search. The
+    rebuild now holds the index's tables against writers until it commits; the delete waits for it
+    and then removes the point from the rebuilt index."""
+    import threading
+
+    import dialogmem._sync._writer as writer_mod
+
+    opts = _opts(tmp_path, pgvector_url, pgvector_schema)
+    with Memory(**opts) as mem:
+        mem.add([{"role": "user", "content": "I keep a red kayak at the lake house."},
+                 {"role": "user", "content": "My sister Ines adopted a grey parrot called Pixel."}],
+                "alice", flush=True)
+        doomed = next(m for m in mem.get_all("alice") if "kayak" in m.memory)
+    filling, resume = threading.Event(), threading.Event()
+    real_fill_batch = writer_mod._fill_batch
+
+    def paused_fill_batch(index: Any, batch: list, outcomes: Any) -> int:
+        if batch:  # the journal's rows are read: pause before they reach the index
+            filling.set()
+            resume.wait(30)
+        return real_fill_batch(index, batch, outcomes)
+
+    monkeypatch.setattr(writer_mod, "_fill_batch", paused_fill_batch)
+    errors: list[BaseException] = []
+
+    def run(fn: Any) -> threading.Thread:
+        def guarded() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # reported by the asserting thread
+                errors.append(exc)
+        thread = threading.Thread(target=guarded)
+        thread.start()
+        return thread
+
+    with Memory(**{**opts, "data_dir": tmp_path / "node2"}) as node2:
+        repair = run(lambda: Memory.repair(Config(**{**opts, "data_dir": tmp_path / "node1"})))
+        assert filling.wait(60), errors
+        delete = run(lambda: node2.delete(doomed.id, "alice"))
+        delete.join(3)
+        assert delete.is_alive(), "the delete went through beside the refill instead of waiting for it"
+        resume.set()
+        repair.join(60)
+        delete.join(60)
+        assert not errors and not repair.is_alive() and not delete.is_alive(), errors
+        assert doomed.id not in {h.id for h in node2.search("Where is the kayak kept?", "alice").hits}
+    assert _rows(pgvector_url, pgvector_schema, f"SELECT count(*) FROM ix_points WHERE id = '{doomed.id}'") == [(0,)]
+    assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FROM ix_points WHERE user_id = 'alice'") == [(1,)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from .._sync._embedder_check import check_embedder, resolve_embedder
 from .._sync._ltmindex import fill_graph, indexed_memories, sync_graph_index
 from .._sync._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
 from .._sync._repair import import_from_index, recover_journal
-from .._sync._writer import ChangeWriter, fill_index
+from .._sync._writer import ChangeWriter, FillOutcomes, fill_index
 from .._usage import PendingUsage, UsageTracker
 from .._write import WriteStages, make_write_stages
 from .._write._ingest import Ingest
@@ -219,12 +220,20 @@ def rebuild_index(parts: Parts) -> RepairReport:
         report.index_moved_to = str(moved) if moved else None
         new: VectorIndex = EdgeIndex.from_config(parts.paths.index, parts.config.embedder.dim, parts.config.store)
     elif isinstance(parts.index, RemoteIndex | PgIndex):
-        parts.index.reset()
         new = parts.index
     else:
         raise StoreError("this store's index cannot be rebuilt in place")
-    report.memories_indexed = fill_index(parts.journal, parts.embedder, new)
-    sync_graph_index(parts.journal, new, force=True)
+    # PostgreSQL: one transaction that other nodes' changes wait for (a refill beside them could write
+    # back a memory one of them deleted meanwhile); the outbox is marked after it commits, since marking
+    # inside could wait on a journal row held by a writer that waits for the index
+    outcomes = FillOutcomes() if isinstance(new, PgIndex) else None
+    with new.rebuilding() if isinstance(new, PgIndex) else nullcontext():
+        if isinstance(new, RemoteIndex | PgIndex):
+            new.reset()
+        report.memories_indexed = fill_index(parts.journal, parts.embedder, new, outcomes=outcomes)
+        sync_graph_index(parts.journal, new, force=True)
+    if outcomes is not None:
+        outcomes.mark(parts.journal)
     parts.journal.set_meta("index_generation", str(generation))
     if isinstance(new, EdgeIndex):
         parts.paths.write_marker(IndexMarker(store_id=parts.journal.meta("store_id") or "", generation=generation))

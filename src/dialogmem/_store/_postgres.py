@@ -183,10 +183,23 @@ class PgIndex(ScopedIndex):
             raise StoreError(f"the postgres index holds vectors of size {None if found is None else found[0]}, "
                              f"this store embeds {self.dim}")
 
+    @contextmanager
+    def rebuilding(self) -> Iterator[None]:
+        """One transaction for a rebuild (``reset`` and the fill, run inside): the tables are locked
+        against writers, not readers. Another node's change waits for the commit and then lands in the
+        rebuilt index (a refill outside it could write back a memory deleted meanwhile); searches read
+        the old rows until then."""
+        with self._io("rebuild"), self._pool.connection() as conn, conn.transaction():
+            conn.execute("LOCK TABLE ix_points, ix_terms, ix_users IN EXCLUSIVE MODE")
+            with self.bound(conn):
+                yield
+
     def reset(self) -> None:
-        """Empty the index (a rebuild from the journal follows); the tables stay."""
+        """Empty the index (a rebuild from the journal follows); the tables stay. Rows are deleted, not
+        truncated: inside ``rebuilding`` readers keep seeing them until the new ones commit."""
         with self._io("reset"), self._conn(write=True) as conn:
-            conn.execute("TRUNCATE ix_terms, ix_points, ix_users")
+            for table in ("ix_terms", "ix_points", "ix_users"):
+                conn.execute(f"DELETE FROM {table}")
 
     # -- primitives ----------------------------------------------------------------------------
 

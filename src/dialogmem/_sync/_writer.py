@@ -331,27 +331,49 @@ class ChangeWriter:
         return n
 
 
+class FillOutcomes:
+    """What a fill's index took and refused, for the journal's outbox, kept to be marked later: a
+    rebuild inside an index lock must not wait on journal rows that writers waiting for that lock hold."""
+
+    def __init__(self) -> None:
+        self.synced: list[str] = []
+        self.failed: list[tuple[str, str]] = []
+
+    def mark(self, journal: Journal) -> None:
+        """Record the outcomes in the journal's outbox (and forget them)."""
+        if self.synced:
+            journal.mark_index(self.synced, IndexState.SYNCED)
+        for memory_id, reason in self.failed:
+            journal.mark_index([memory_id], IndexState.FAILED, reason)
+        self.synced, self.failed = [], []
+
+
 def fill_index(journal: Journal, embedder: Embedder, index: VectorIndex, *, user_id: str | None = None,
-               mark: bool = True) -> int:
+               mark: bool = True, outcomes: FillOutcomes | None = None) -> int:
     """Insert every active journal row (of one user, or all) into ``index``, which is not the
     writer's own: a rebuild, or the per-user copy a read-only store searches. With ``mark``, the
-    journal's outbox records the outcome (synced, or failed with the reason). Returns how many the
-    index took."""
+    journal's outbox records the outcome (synced, or failed with the reason) as each batch lands;
+    with ``outcomes``, they are collected there for the caller to mark. Returns how many the index took."""
     taken = 0
     batch: list[IndexPoint] = []
+    sink = outcomes if outcomes is not None else FillOutcomes()
     for record, vector, _ in journal.index_rows(states=None, user_id=user_id):
         if vector is None:
             vector = embedder.embed([record.memory])[0]
         batch.append(IndexPoint(record=record, vector=vector))
         if len(batch) >= 500:
-            taken += _fill_batch(journal, index, batch, mark)
+            taken += _fill_batch(index, batch, sink)
             batch = []
-    taken += _fill_batch(journal, index, batch, mark)
+            if mark and outcomes is None:
+                sink.mark(journal)
+    taken += _fill_batch(index, batch, sink)
+    if mark and outcomes is None:
+        sink.mark(journal)
     index.flush()
     return taken
 
 
-def _fill_batch(journal: Journal, index: VectorIndex, batch: list[IndexPoint], mark: bool) -> int:
+def _fill_batch(index: VectorIndex, batch: list[IndexPoint], outcomes: FillOutcomes) -> int:
     if not batch:
         return 0
     ok: list[str] = []
@@ -369,10 +391,8 @@ def _fill_batch(journal: Journal, index: VectorIndex, batch: list[IndexPoint], m
                 raise
             except StoreError as exc:
                 log.error("the vector index refused memory %s: %s", point.record.id, exc)
-                if mark:
-                    journal.mark_index([point.record.id], IndexState.FAILED, str(exc)[:2000])
-    if mark:
-        journal.mark_index(ok, IndexState.SYNCED)
+                outcomes.failed.append((point.record.id, str(exc)[:2000]))
+    outcomes.synced += ok
     return len(ok)
 
 
