@@ -4,15 +4,21 @@
 change writer commits a change and its index rows in one transaction (``bound``): there is no
 outbox lag for another node to miss, and nothing to replay after a crash.
 
-* **Dense**: a ``vector(dim)`` column with an HNSW index (cosine). A search scoped to a user with
-  at most ``EXACT_MAX`` points reads that user's rows through the ``(user_id, id)`` index and ranks
-  them exactly; a larger one walks the HNSW graph with pgvector's iterative scan, so a filter
-  never leaves it short of results. Scores are cosine similarities, as Qdrant reports them.
+* **Dense**: a ``vector(dim)`` column. A scope (user) is ranked exactly, its rows read through
+  the ``(user_id, id)`` index, until a write takes it past ``exact_max`` points: that write marks
+  it graphed (``ix_users.graphed``, for good) and puts its rows in the HNSW graph, a partial index
+  over graphed rows alone, so the many small scopes cost no graph insert (~2-10 ms a point). A
+  graphed scope's search walks the graph with pgvector's iterative scan, so a filter never leaves
+  it short of results. The first scope graphed by a large write (``BULK_GRAPH``) has the graph
+  built after its rows are in. Scores are cosine similarities, as Qdrant reports them.
 * **BM25**: the same document and query vectors as the Qdrant adapters (``Bm25Encoder``: term
-  hashes and BM25-normalised term frequencies), one row per (point, term). Qdrant's IDF modifier is
-  computed in the query from the collection's counts: ``ln(1 + (N - df + 0.5) / (df + 0.5))``,
-  ``N`` the points of every scope (kept per user in ``ix_users``), ``df`` the points holding the
-  term. A score is ``sum(query weight * idf * document weight)``, as in Qdrant.
+  hashes and BM25-normalised term frequencies), one row per (point, term), read through a covering
+  index. Qdrant's IDF modifier is computed in the query from the collection's counts:
+  ``ln(1 + (N - df + 0.5) / (df + 0.5))``, ``N`` the points of every scope (kept per user in
+  ``ix_users``), ``df`` the points holding the term (kept in ``ix_df``, a few counters a term,
+  changed by each write in one statement before its commit). A score is ``sum(query weight * idf *
+  document weight)``, as in Qdrant, summed on the term rows alone; only the best candidates are
+  joined to their points' rows (filters, records), all of them when the filters reject too many.
 * **Fusion**: ranks fused by RRF (``_fusion.rrf_fusion``) or the convex fusion of ``ScopedIndex``.
 * **Filters**: the backend-neutral ``FilterSpec`` (``_filters``) spelt as SQL over plain columns.
 """
