@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 #: a scope with at most this many points is ranked exactly (all its rows read through the user
 #: index); a larger one walks the HNSW graph
-EXACT_MAX = 2_000
+EXACT_MAX = 10_000
 #: the HNSW graph's candidate list: at least this, and never below the limit asked for
 EF_SEARCH = 200
 #: an upsert of at least this many points, while no scope is graphed, builds the graph after
