@@ -64,9 +64,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def backend_overrides(backend: str, pg_url: str | None) -> dict:
+def backend_overrides(backend: str, pg_url: str | None, schema: str = "bench_spine") -> dict:
     """The store settings of ``backend``: Edge in the data directory, or journal and index in a
-    PostgreSQL schema (``bench_spine``, emptied first)."""
+    PostgreSQL schema (``schema``, emptied first)."""
     if backend == "edge":
         return {}
     if backend != "postgres" or not pg_url:
@@ -74,8 +74,8 @@ def backend_overrides(backend: str, pg_url: str | None) -> dict:
     import psycopg
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA IF EXISTS bench_spine CASCADE")
-    return {"journal": {"url": pg_url, "schema_name": "bench_spine"}, "store": {"backend": "postgres"}}
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return {"journal": {"url": pg_url, "schema_name": schema}, "store": {"backend": "postgres"}}
 
 
 def main() -> None:
@@ -94,11 +94,12 @@ def main() -> None:
                     help="comma-separated store backends (edge,postgres), each its own store of the same "
                          "memories, searched in alternating rounds of 50 queries")
     ap.add_argument("--pg-url", default=None, help="PostgreSQL with pgvector for --backends postgres")
+    ap.add_argument("--pg-schema", default="bench_spine", help="the schema the postgres store fills (emptied first)")
     args = ap.parse_args()
     root = args.path or Path(tempfile.mkdtemp(prefix="dialogmem-bench-"))
     rng = random.Random(7)
     backends = [b for b in args.backends.split(",") if b]
-    store = {b: backend_overrides(b, args.pg_url) for b in backends}
+    store = {b: backend_overrides(b, args.pg_url, args.pg_schema) for b in backends}
     insert_s: dict[str, float] = {}
     try:
         vectors = unit_vectors(args.n, 384, seed=1)

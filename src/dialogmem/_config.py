@@ -50,7 +50,8 @@ class StoreConfig(_Section):
     # segments search faster and rebuild slower)
     segment_points: int = Field(200_000, ge=10_000, le=10**8)
     # postgres: a search of a scope holding at most this many points ranks them all exactly (read
-    # through the user index); a larger scope walks pgvector's HNSW graph (iterative scan)
+    # through the user index); a larger scope walks pgvector's HNSW graph (iterative scan). Only the
+    # rows of scopes past it are in the graph (a point in the graph costs ~2-10 ms to insert).
     exact_max: int = Field(10_000, ge=0, le=10**9)
 
 

@@ -4,15 +4,21 @@
 change writer commits a change and its index rows in one transaction (``bound``): there is no
 outbox lag for another node to miss, and nothing to replay after a crash.
 
-* **Dense**: a ``vector(dim)`` column with an HNSW index (cosine). A search scoped to a user with
-  at most ``EXACT_MAX`` points reads that user's rows through the ``(user_id, id)`` index and ranks
-  them exactly; a larger one walks the HNSW graph with pgvector's iterative scan, so a filter
-  never leaves it short of results. Scores are cosine similarities, as Qdrant reports them.
+* **Dense**: a ``vector(dim)`` column. A scope (user) is ranked exactly, its rows read through
+  the ``(user_id, id)`` index, until a write takes it past ``exact_max`` points: that write marks
+  it graphed (``ix_users.graphed``, for good) and puts its rows in the HNSW graph, a partial index
+  over graphed rows alone, so the many small scopes cost no graph insert (~2-10 ms a point). A
+  graphed scope's search walks the graph with pgvector's iterative scan, so a filter never leaves
+  it short of results. The first scope graphed by a large write (``BULK_GRAPH``) has the graph
+  built after its rows are in. Scores are cosine similarities, as Qdrant reports them.
 * **BM25**: the same document and query vectors as the Qdrant adapters (``Bm25Encoder``: term
-  hashes and BM25-normalised term frequencies), one row per (point, term). Qdrant's IDF modifier is
-  computed in the query from the collection's counts: ``ln(1 + (N - df + 0.5) / (df + 0.5))``,
-  ``N`` the points of every scope (kept per user in ``ix_users``), ``df`` the points holding the
-  term. A score is ``sum(query weight * idf * document weight)``, as in Qdrant.
+  hashes and BM25-normalised term frequencies), one row per (point, term), read through a covering
+  index. Qdrant's IDF modifier is computed in the query from the collection's counts:
+  ``ln(1 + (N - df + 0.5) / (df + 0.5))``, ``N`` the points of every scope (kept per user in
+  ``ix_users``), ``df`` the points holding the term (kept in ``ix_df``, a few counters a term,
+  changed by each write in one statement before its commit). A score is ``sum(query weight * idf *
+  document weight)``, as in Qdrant, summed on the term rows alone; only the best candidates are
+  joined to their points' rows (filters, records), all of them when the filters reject too many.
 * **Fusion**: ranks fused by RRF (``_fusion.rrf_fusion``) or the convex fusion of ``ScopedIndex``.
 * **Filters**: the backend-neutral ``FilterSpec`` (``_filters``) spelt as SQL over plain columns.
 """
@@ -24,9 +30,10 @@ import logging
 import re
 import threading
 import time
+import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -44,7 +51,17 @@ log = logging.getLogger(__name__)
 #: index); a larger one walks the HNSW graph
 EXACT_MAX = 10_000
 #: the HNSW graph's candidate list: at least this, and never below the limit asked for
-EF_SEARCH = 64
+EF_SEARCH = 200
+#: an upsert of at least this many points, while no scope is graphed, builds the graph after
+#: writing its rows (dropped first: the table is locked meanwhile) instead of inserting them one by one
+BULK_GRAPH = 5_000
+#: the most points one upsert statement carries (a larger upsert is several, in one transaction)
+UPSERT_CHUNK = 2_000
+#: the memory that build may take (the graph of 10^5 points of 384 dimensions needs ~250 MB)
+BUILD_MEMORY = "512MB"
+#: the fewest best-scored points a BM25 search joins to their rows (for its filters) before it
+#: widens to all of them
+LEXICAL_CANDIDATES = 100
 #: how long a scope's size, read to choose a search's plan, is used again; and how many are kept
 SIZES_TTL_S = 30.0
 SIZES_KEPT = 10_000
@@ -114,12 +131,13 @@ class PgIndex(ScopedIndex):
     def bound(self, conn: Any) -> Iterator[None]:
         """Run this thread's index writes and reads on ``conn`` (a psycopg connection inside an
         open transaction: the journal's commit), so they commit or roll back with it."""
-        previous = getattr(self._bound, "conn", None)
-        self._bound.conn = conn
+        previous = getattr(self._bound, "conn", None), getattr(self._bound, "df", None)
+        self._bound.conn, self._bound.df = conn, Counter()
         try:
             yield
+            _count_terms(conn, self._bound.df)  # the last statement before the journal's commit
         finally:
-            self._bound.conn = previous
+            self._bound.conn, self._bound.df = previous
 
     @contextmanager
     def _conn(self, *, write: bool = False) -> Iterator[Any]:
@@ -130,9 +148,20 @@ class PgIndex(ScopedIndex):
         with self._pool.connection() as conn:
             if write:
                 with conn.transaction():
-                    yield conn
+                    self._bound.df = Counter()
+                    try:
+                        yield conn
+                        _count_terms(conn, self._bound.df)
+                    finally:
+                        self._bound.df = None
             else:
                 yield conn
+
+    def _terms_gone(self, rows: list[tuple[int, str, int]]) -> None:
+        """Count out the terms of deleted term rows ((term, user, rows)) at this write's end."""
+        df: Counter[tuple[int, int]] = self._bound.df
+        for term, user, n in rows:
+            df[int(term), _shard(user)] -= int(n)
 
     def _create(self) -> None:
         with self._pool.connection() as conn, conn.transaction():
@@ -157,23 +186,38 @@ class PgIndex(ScopedIndex):
             if storage is not None and storage[0] != "p":
                 conn.execute("ALTER TABLE ix_points ALTER COLUMN dense SET STORAGE PLAIN")
             conn.execute("CREATE INDEX IF NOT EXISTS ix_points_user ON ix_points (user_id, id)")
-            conn.execute("CREATE INDEX IF NOT EXISTS ix_points_dense ON ix_points USING hnsw (dense vector_cosine_ops)")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ix_terms (point_id uuid NOT NULL REFERENCES ix_points (id) "
                 "ON DELETE CASCADE, term bigint NOT NULL, user_id text NOT NULL, weight real NOT NULL, "
                 "PRIMARY KEY (point_id, term))")
-            conn.execute("CREATE INDEX IF NOT EXISTS ix_terms_term ON ix_terms (term, user_id)")
-            conn.execute("CREATE TABLE IF NOT EXISTS ix_users (user_id text PRIMARY KEY, points bigint NOT NULL)")
+            # a user's rows of a term, read from the index alone (point and weight included)
+            conn.execute("CREATE INDEX IF NOT EXISTS ix_terms_cover ON ix_terms (term, user_id) "
+                         "INCLUDE (point_id, weight)")
+            conn.execute("DROP INDEX IF EXISTS ix_terms_term")  # the covering one replaces it
+            conn.execute("CREATE TABLE IF NOT EXISTS ix_users (user_id text PRIMARY KEY, points bigint NOT NULL, "
+                         "graphed boolean NOT NULL DEFAULT false)")
+            self._create_graph(conn)
+            if conn.execute("SELECT to_regclass('ix_df')").fetchone()[0] is None:
+                # each term's document frequency, in DF_SHARDS counters by user (writers of different
+                # users rarely wait on each other's counter); a schema from before counts its rows once
+                conn.execute("CREATE TABLE ix_df (term bigint NOT NULL, shard smallint NOT NULL, df bigint NOT NULL, "
+                             "PRIMARY KEY (term, shard))")
+                counts = conn.execute("SELECT term, user_id, count(*) FROM ix_terms GROUP BY term, user_id").fetchall()
+                df: Counter[tuple[int, int]] = Counter()
+                for term, user, n in counts:
+                    df[int(term), _shard(user)] += int(n)
+                _count_terms(conn, df)
             self._check_dim(conn)
 
     def _check(self) -> None:
-        """A read-only opening: the index's tables are there and hold vectors of this store's size."""
+        """A read-only opening: the index's tables are there, in this version's shape, and hold vectors
+        of this store's size."""
         with self._pool.connection() as conn:
-            missing = [t for t in ("ix_points", "ix_terms", "ix_users")
+            missing = [t for t in ("ix_points", "ix_terms", "ix_users", "ix_df")
                        if conn.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is None]
             if missing:
-                raise StoreError(f"this schema has no postgres index ({', '.join(missing)} missing): open the "
-                                 "store read-write once to create it")
+                raise StoreError(f"this schema has no postgres index ({', '.join(missing)} missing) or one of an "
+                                 "older version: open the store read-write once to create or convert it")
             self._check_dim(conn)
 
     def _check_dim(self, conn: Any) -> None:
@@ -183,6 +227,23 @@ class PgIndex(ScopedIndex):
             raise StoreError(f"the postgres index holds vectors of size {None if found is None else found[0]}, "
                              f"this store embeds {self.dim}")
 
+    def _create_graph(self, conn: Any) -> None:
+        """The HNSW graph holds the rows of graphed scopes alone (``ix_points.graphed``, a partial
+        index): a scope is graphed, for good, by the write that takes it past ``exact_max``; the rows
+        of smaller scopes, ranked exactly, cost no graph insert. A schema from before (one graph over
+        every row) is converted: its index dropped, the scopes past ``exact_max`` graphed."""
+        for table in ("ix_points", "ix_users"):  # looked up first: an ALTER locks the table even when it finds it
+            if conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'graphed'",
+                            (table,)).fetchone() is None:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN graphed boolean NOT NULL DEFAULT false")
+        if conn.execute("SELECT 1 FROM pg_class WHERE relname = 'ix_points_dense' "
+                        "AND relnamespace = current_schema()::regnamespace").fetchone() is not None:
+            conn.execute("DROP INDEX ix_points_dense")
+            conn.execute("UPDATE ix_users SET graphed = true WHERE points > %s", (self.exact_max,))
+            conn.execute("UPDATE ix_points p SET graphed = true FROM ix_users u "
+                         "WHERE u.user_id = p.user_id AND u.graphed AND NOT p.graphed")
+        conn.execute(_CREATE_GRAPH)
+
     @contextmanager
     def rebuilding(self) -> Iterator[None]:
         """One transaction for a rebuild (``reset`` and the fill, run inside): the tables are locked
@@ -190,55 +251,60 @@ class PgIndex(ScopedIndex):
         rebuilt index (a refill outside it could write back a memory deleted meanwhile); searches read
         the old rows until then."""
         with self._io("rebuild"), self._pool.connection() as conn, conn.transaction():
-            conn.execute("LOCK TABLE ix_points, ix_terms, ix_users IN EXCLUSIVE MODE")
+            conn.execute("LOCK TABLE ix_points, ix_terms, ix_users, ix_df IN EXCLUSIVE MODE")
             with self.bound(conn):
                 yield
 
     def reset(self) -> None:
-        """Empty the index (a rebuild from the journal follows); the tables stay. Rows are deleted, not
-        truncated: inside ``rebuilding`` readers keep seeing them until the new ones commit."""
+        """Empty the index (a rebuild from the journal follows); the tables stay, and so do the
+        scopes' graphed marks (a search that read one a moment ago still finds the rebuilt rows). Rows
+        are deleted, not truncated: inside ``rebuilding`` readers keep seeing them until the new ones commit."""
         with self._io("reset"), self._conn(write=True) as conn:
-            for table in ("ix_terms", "ix_points", "ix_users"):
+            for table in ("ix_terms", "ix_points", "ix_df"):
                 conn.execute(f"DELETE FROM {table}")
+            conn.execute("UPDATE ix_users SET points = 0")
+        with self._sizes_lock:
+            self._sizes.clear()
 
     # -- primitives ----------------------------------------------------------------------------
 
     def _upsert(self, rows: list[tuple[str, list[float], qdrant_edge.SparseVector, dict]]) -> None:
+        """Four statements a chunk, in one round trip (a pipeline): the scopes' counts (and graphed
+        marks), the old terms out, the points in, their terms in."""
         rows = list({pid: (pid, d, s, p) for pid, d, s, p in rows}.values())  # the last of an id wins
-        ids = [r[0] for r in rows]
         with self._conn(write=True) as conn:
-            old = dict(conn.execute("SELECT id::text, user_id FROM ix_points WHERE id = ANY(%s::uuid[]) "
-                                    "FOR UPDATE", (ids,)).fetchall())
-            conn.execute("DELETE FROM ix_terms WHERE point_id = ANY(%s::uuid[])", (ids,))
-            cols = [[p.get(c) for _, _, _, p in rows] for c in _COLUMNS]
+            # the first scope to be graphed, in a bulk write: the graph is built after the rows are in
+            # (a build is ~5x faster than inserting one point at a time)
+            build = len(rows) >= BULK_GRAPH and conn.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM ix_users WHERE graphed) AND EXISTS (SELECT 1 FROM (SELECT u, "
+                "count(*) AS n FROM unnest(%s::text[]) AS u GROUP BY u) b LEFT JOIN ix_users s ON s.user_id = b.u "
+                "WHERE coalesce(s.points, 0) + b.n > %s)", ([p["user_id"] for *_, p in rows], self.exact_max)
+            ).fetchone()[0]
+            if build:
+                conn.execute("DROP INDEX IF EXISTS ix_points_graph")
+            for lo in range(0, len(rows), UPSERT_CHUNK):
+                self._upsert_chunk(conn, rows[lo:lo + UPSERT_CHUNK])
+            if build:
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (BUILD_MEMORY,))
+                conn.execute(_CREATE_GRAPH)
+
+    def _upsert_chunk(self, conn: Any, rows: list[tuple[str, list[float], qdrant_edge.SparseVector, dict]]) -> None:
+        ids = [r[0] for r in rows]
+        users = [p["user_id"] for _, _, _, p in rows]
+        cols = [[p.get(c) for _, _, _, p in rows] for c in _COLUMNS]
+        with conn.pipeline():
+            conn.execute(_COUNT_UPSERTS, (ids, users, ids, self.exact_max, self.exact_max))
+            gone = conn.execute(_DELETE_TERMS, (ids,))
             conn.execute(
-                "INSERT INTO ix_points (id, user_id, speaker_name, tier, entities, session_id, agent_id, level, "
-                "float_time_stamp, record, dense) "
-                "SELECT u.id, u.user_id, u.speaker_name, u.tier, "
-                "CASE WHEN u.entities IS NULL THEN NULL ELSE ARRAY(SELECT jsonb_array_elements_text(u.entities)) END, "
-                "u.session_id, u.agent_id, u.level, u.fts, u.record, u.dense::vector "
-                "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::jsonb[], %s::text[], %s::text[], "
-                "%s::text[], %s::float8[], %s::text[], %s::text[]) AS u(id, user_id, speaker_name, tier, entities, "
-                "session_id, agent_id, level, fts, record, dense) "
-                "ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, speaker_name = excluded.speaker_name, "
-                "tier = excluded.tier, entities = excluded.entities, session_id = excluded.session_id, "
-                "agent_id = excluded.agent_id, level = excluded.level, float_time_stamp = excluded.float_time_stamp, "
-                "record = excluded.record, dense = excluded.dense",
+                _INSERT_POINTS,
                 (ids, cols[0], cols[1], cols[2], [_jsonb(v) for v in cols[3]], cols[4], cols[5], cols[6], cols[7],
                  [_packed(p) for _, _, _, p in rows], [_vector_text(d) for _, d, _, _ in rows]),
-                binary=True)  # arrays of long strings: the text format escapes them char by char (~4 ms a row)
+                binary=True)  # arrays of long strings: the text format escapes them char by char
             self._insert_terms(conn, [(pid, p["user_id"], s) for pid, _, s, p in rows])
-            delta: Counter[str] = Counter()
-            for pid, _, _, payload in rows:
-                before = old.get(pid)
-                if before != payload["user_id"]:
-                    delta[payload["user_id"]] += 1
-                    if before is not None:
-                        delta[before] -= 1
-            _count_users(conn, delta)
+        self._terms_gone(gone.fetchall())
 
-    @staticmethod
-    def _insert_terms(conn: Any, docs: list[tuple[str, str, qdrant_edge.SparseVector]]) -> None:
+    def _insert_terms(self, conn: Any, docs: list[tuple[str, str, qdrant_edge.SparseVector]]) -> None:
+        df: Counter[tuple[int, int]] = self._bound.df
         pids: list[str] = []
         users: list[str] = []
         terms: list[int] = []
@@ -249,6 +315,9 @@ class PgIndex(ScopedIndex):
             users += [user] * n
             terms += [int(t) for t in sparse.indices]
             weights += [float(w) for w in sparse.values]
+            shard = _shard(user)
+            for t in sparse.indices:
+                df[int(t), shard] += 1
         if terms:
             conn.execute("INSERT INTO ix_terms (point_id, user_id, term, weight) "
                          "SELECT * FROM unnest(%s::uuid[], %s::text[], %s::bigint[], %s::real[])",
@@ -264,12 +333,16 @@ class PgIndex(ScopedIndex):
             done = conn.execute(f"UPDATE ix_points p SET {assignments} WHERE {where} RETURNING p.id::text, p.user_id",
                                 (*values, _packed(payload), *params)).fetchall()
             if sparse is not None and done:
-                conn.execute("DELETE FROM ix_terms WHERE point_id = ANY(%s::uuid[])", ([r[0] for r in done],))
+                self._terms_gone(conn.execute(_DELETE_TERMS, ([r[0] for r in done],)).fetchall())
                 self._insert_terms(conn, [(pid, user, sparse) for pid, user in done])
 
     def _delete(self, spec: FilterSpec) -> None:
         where, params = _where(spec)
         with self._conn(write=True) as conn:
+            self._terms_gone(conn.execute(
+                "WITH gone AS (DELETE FROM ix_terms t USING ix_points p WHERE t.point_id = p.id AND "
+                f"{where} RETURNING t.term, t.user_id) SELECT term, user_id, count(*) FROM gone GROUP BY 1, 2",
+                params).fetchall())
             gone = conn.execute(f"DELETE FROM ix_points p WHERE {where} RETURNING p.user_id", params).fetchall()
             _count_users(conn, Counter({u: -n for u, n in Counter(r[0] for r in gone).items()}))
 
@@ -340,36 +413,42 @@ class PgIndex(ScopedIndex):
         return [(r[0], {"user_id": r[1], RECORD_FIELD: r[2]}, 0.0) for r in rows]
 
     def _exact(self, conn: Any, specs: list[SearchSpec]) -> set[str]:
-        """The users of ``specs`` whose points a search ranks exactly (at most ``exact_max``)."""
+        """The users of ``specs`` whose points a search ranks exactly: those not graphed (a scope is
+        graphed by the write that takes it past ``exact_max``, for good). A mark read is kept: a
+        graphed one for good, the other for ``SIZES_TTL_S`` (a stale one costs the exact ranking,
+        which is right for any scope, never a wrong answer)."""
         users = sorted({u for s in specs if s.dense is not None and (u := _user(s.filter)) is not None})
         now = time.monotonic()
         with self._sizes_lock:
-            known = {u: self._sizes[u][1] for u in users if u in self._sizes and now - self._sizes[u][0] < SIZES_TTL_S}
+            known = {u: bool(self._sizes[u][1]) for u in users
+                     if u in self._sizes and (self._sizes[u][1] or now - self._sizes[u][0] < SIZES_TTL_S)}
         missing = [u for u in users if u not in known]
         if missing:
-            found = dict(conn.execute("SELECT user_id, points FROM ix_users WHERE user_id = ANY(%s)",
+            found = dict(conn.execute("SELECT user_id, graphed FROM ix_users WHERE user_id = ANY(%s)",
                                       (missing,)).fetchall())
             with self._sizes_lock:
                 for u in missing:
-                    known[u] = int(found.get(u, 0))
-                    self._sizes[u] = (now, known[u])
+                    known[u] = bool(found.get(u, False))
+                    self._sizes[u] = (now, int(known[u]))
                     self._sizes.move_to_end(u)
                 while len(self._sizes) > SIZES_KEPT:
                     self._sizes.popitem(last=False)
-        return {u for u in users if known[u] <= self.exact_max}
+        return {u for u in users if not known[u]}
 
     def _dense_plan(self, spec: FilterSpec, dense: list[float], limit: int, with_payload: bool,
                     exact: set[str]) -> _Plan:
         where, params = _where(spec)
         query = _vector_text(dense)
         cols = "p.id::text, p.user_id, p.record" if with_payload else "p.id::text, NULL, NULL"
-        ranked_exactly = _user(spec) in exact
-        # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly
-        order = "(p.dense <=> %s::vector) + 0" if ranked_exactly else "p.dense <=> %s::vector"
-        sql = (f"SELECT {cols}, 1 - (p.dense <=> %s::vector) FROM ix_points p WHERE {where} "
-               f"ORDER BY {order}, p.id LIMIT %s")
-        settings = None if ranked_exactly else {"hnsw.ef_search": str(min(1000, max(EF_SEARCH, limit))),
-                                                "hnsw.iterative_scan": "strict_order"}
+        if _user(spec) in exact:
+            # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly
+            sql = (f"SELECT {cols}, 1 - (p.dense <=> %s::vector) FROM ix_points p WHERE {where} "
+                   "ORDER BY (p.dense <=> %s::vector) + 0, p.id LIMIT %s")
+            return _Plan(sql, (query, *params, query, limit), with_payload)
+        # a graphed scope's rows are all in the graph (``WHERE graphed`` picks the partial index)
+        sql = (f"SELECT {cols}, 1 - (p.dense <=> %s::vector) FROM ix_points p WHERE p.graphed AND {where} "
+               "ORDER BY p.dense <=> %s::vector LIMIT %s")
+        settings = {"hnsw.ef_search": str(min(1000, max(EF_SEARCH, limit))), "hnsw.iterative_scan": "strict_order"}
         return _Plan(sql, (query, *params, query, limit), with_payload, settings)
 
     def _make_room(self, operation: str, points: int, *, keep_reserve: bool = False) -> None:
@@ -383,6 +462,43 @@ class PgIndex(ScopedIndex):
             self._pool.close()
 
 
+#: the HNSW graph, of the graphed scopes' rows
+_CREATE_GRAPH = ("CREATE INDEX IF NOT EXISTS ix_points_graph ON ix_points USING hnsw (dense vector_cosine_ops) "
+                 "WHERE graphed")
+#: points in (a new id) or replaced; a point of a graphed scope is put in the HNSW graph
+_INSERT_POINTS = (
+    "INSERT INTO ix_points (id, user_id, speaker_name, tier, entities, session_id, agent_id, level, "
+    "float_time_stamp, record, dense, graphed) "
+    "SELECT u.id, u.user_id, u.speaker_name, u.tier, "
+    "CASE WHEN u.entities IS NULL THEN NULL ELSE ARRAY(SELECT jsonb_array_elements_text(u.entities)) END, "
+    "u.session_id, u.agent_id, u.level, u.fts, u.record, u.dense::vector, "
+    "coalesce((SELECT s.graphed FROM ix_users s WHERE s.user_id = u.user_id), false) "
+    "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::jsonb[], %s::text[], %s::text[], "
+    "%s::text[], %s::float8[], %s::text[], %s::text[]) AS u(id, user_id, speaker_name, tier, entities, "
+    "session_id, agent_id, level, fts, record, dense) "
+    "ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, speaker_name = excluded.speaker_name, "
+    "tier = excluded.tier, entities = excluded.entities, session_id = excluded.session_id, "
+    "agent_id = excluded.agent_id, level = excluded.level, float_time_stamp = excluded.float_time_stamp, "
+    "record = excluded.record, dense = excluded.dense, graphed = excluded.graphed")
+#: the scopes' point counts after an upsert of ``ids`` (owned by ``users``): +1 for a new point, and
+#: for one that changes owner, -1 to the old; locked in user order (two writers never wait on each
+#: other in a cycle). A scope past the limit is marked graphed and its rows put in the HNSW graph.
+_COUNT_UPSERTS = (
+    "WITH new AS (SELECT * FROM unnest(%s::uuid[], %s::text[]) AS n(id, user_id)), "
+    "old AS (SELECT p.id, p.user_id FROM ix_points p WHERE p.id = ANY(%s::uuid[]) FOR UPDATE), "
+    "delta AS (SELECT x.user_id, sum(x.d)::bigint AS d FROM ("
+    "SELECT n.user_id, CASE WHEN o.user_id IS DISTINCT FROM n.user_id THEN 1 ELSE 0 END AS d "
+    "FROM new n LEFT JOIN old o ON o.id = n.id "
+    "UNION ALL SELECT o.user_id, -1 FROM new n JOIN old o ON o.id = n.id WHERE o.user_id <> n.user_id"
+    ") x GROUP BY x.user_id), "
+    "prior AS (SELECT s.user_id, s.graphed FROM ix_users s WHERE s.user_id IN (SELECT user_id FROM delta)), "
+    "up AS (INSERT INTO ix_users (user_id, points, graphed) SELECT user_id, d, d > %s FROM delta ORDER BY user_id "
+    "ON CONFLICT (user_id) DO UPDATE SET points = ix_users.points + excluded.points, "
+    "graphed = ix_users.graphed OR ix_users.points + excluded.points > %s RETURNING user_id, graphed) "
+    "UPDATE ix_points p SET graphed = true FROM up LEFT JOIN prior ON prior.user_id = up.user_id "
+    "WHERE p.user_id = up.user_id AND up.graphed AND NOT coalesce(prior.graphed, false) AND NOT p.graphed")
+
+
 class _Plan:
     """One SQL search and, once run, its hits."""
 
@@ -393,17 +509,25 @@ class _Plan:
 
 
 def _run_plans(conn: Any, plans: list[_Plan]) -> None:
-    """Run ``plans``: those without settings in one pipeline (one round trip), the others one by one."""
-    batch = [p for p in plans if p.sql is not None and p.settings is None]
-    if len(batch) > 1:
-        with conn.pipeline():
-            cursors = [conn.execute(p.sql, p.args) for p in batch]
-        for plan, cur in zip(batch, cursors, strict=True):
+    """Run ``plans`` in one pipeline (one round trip). A plan with settings (an HNSW walk) has them
+    set just before it (``SET LOCAL``, in a transaction the pipeline opens when the connection has
+    none); inside the caller's transaction, such plans run one by one, its settings restored."""
+    todo = [p for p in plans if p.sql is not None]
+    idle = conn.info.transaction_status == 0
+    queued = [p for p in todo if p.settings is None or idle]
+    if len(queued) == 1 and queued[0].settings is None:
+        queued[0].rows = [_scored(r, queued[0].with_payload) for r in conn.execute(queued[0].sql, queued[0].args)]
+    elif queued:
+        with conn.pipeline(), (conn.transaction() if any(p.settings for p in queued) else nullcontext()):
+            cursors = []
+            for plan in queued:
+                for name, value in (plan.settings or {}).items():
+                    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                cursors.append(conn.execute(plan.sql, plan.args))
+        for plan, cur in zip(queued, cursors, strict=True):
             plan.rows = [_scored(r, plan.with_payload) for r in cur.fetchall()]
-    elif batch:
-        batch[0].rows = [_scored(r, batch[0].with_payload) for r in conn.execute(batch[0].sql, batch[0].args)]
-    for plan in plans:
-        if plan.sql is not None and plan.settings is not None:
+    for plan in todo:
+        if plan not in queued and plan.settings is not None:
             with _local_settings(conn, plan.settings):
                 plan.rows = [_scored(r, plan.with_payload) for r in conn.execute(plan.sql, plan.args).fetchall()]
 
@@ -414,26 +538,46 @@ def _user(spec: FilterSpec) -> str | None:
 
 
 def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int, with_payload: bool) -> _Plan:
-    """BM25 with Qdrant's IDF: ``N`` every scope's points, ``df`` the points holding the term."""
+    """BM25 with Qdrant's IDF: ``N`` every scope's points, ``df`` the points holding the term.
+
+    Scores are summed on the term rows alone (``ix_terms`` holds the user); only the best
+    ``candidates(limit)`` of them are joined to their points' rows for the other filters and the
+    records. When the filters reject so many that fewer than ``limit`` remain of a full candidate
+    list, the same statement ranks every scored point instead: the hits are always those of
+    ranking them all (a score tie goes to the smaller id)."""
     terms = [int(t) for t in sparse.indices]
     if not terms:
         return _Plan(None, (), with_payload)
     where, params = _where(spec)
     user = _user(spec)
     scope = " AND t.user_id = %s" if user is not None else ""
-    cols = "p.id::text, p.user_id, p.record" if with_payload else "p.id::text, NULL, NULL"
+    cols = ("p.id AS pid, p.user_id AS uid, p.record AS rec" if with_payload
+            else "p.id AS pid, NULL::text AS uid, NULL::text AS rec")
     sql = (
         "WITH q(term, qw) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])), "
         "n AS (SELECT coalesce(sum(points), 0)::float8 AS n FROM ix_users), "
         "s AS MATERIALIZED (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w FROM q CROSS JOIN n "
-        "CROSS JOIN LATERAL (SELECT count(*)::float8 AS df FROM ix_terms x WHERE x.term = q.term) d), "
-        # scores summed by point id alone; the points' rows (filters, records) joined to the sums only
-        f"sc AS (SELECT t.point_id, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t ON t.term = s.term{scope} "
-        "GROUP BY t.point_id) "
-        f"SELECT {cols}, sc.score FROM sc JOIN ix_points p ON p.id = sc.point_id WHERE {where} "
-        "ORDER BY sc.score DESC, p.id LIMIT %s")
-    args = (terms, [float(v) for v in sparse.values], *([user] if user is not None else []), *params, limit)
+        "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term) d), "
+        f"sc AS MATERIALIZED (SELECT t.point_id, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t "
+        f"ON t.term = s.term{scope} GROUP BY t.point_id), "
+        "top AS (SELECT sc.point_id, sc.score FROM sc ORDER BY sc.score DESC, sc.point_id LIMIT %s), "
+        f"hit AS MATERIALIZED (SELECT {cols}, top.score FROM top JOIN ix_points p ON p.id = top.point_id "
+        f"WHERE {where} ORDER BY top.score DESC, p.id LIMIT %s), "
+        "wide AS (SELECT (SELECT count(*) FROM hit) < %s AND (SELECT count(*) FROM top) >= %s AS v) "
+        "SELECT r.pid::text, r.uid, r.rec, r.score FROM ("
+        "SELECT * FROM hit WHERE NOT (SELECT v FROM wide) UNION ALL "
+        f"(SELECT {cols}, sc.score FROM sc JOIN ix_points p ON p.id = sc.point_id "
+        f"WHERE (SELECT v FROM wide) AND {where} ORDER BY sc.score DESC, p.id LIMIT %s)"
+        ") r ORDER BY r.score DESC, r.pid")
+    cands = candidates(limit)
+    args = (terms, [float(v) for v in sparse.values], *([user] if user is not None else []), cands, *params, limit,
+            limit, cands, *params, limit)
     return _Plan(sql, args, with_payload)
+
+
+def candidates(limit: int) -> int:
+    """How many of the best-scored points a BM25 search joins to their rows for its filters."""
+    return max(4 * limit, LEXICAL_CANDIDATES)
 
 
 def _where(spec: FilterSpec) -> tuple[str, list[Any]]:
@@ -475,6 +619,27 @@ def _scalar(key: str) -> str:
     if key not in _SCALAR:
         raise StoreError(f"no filterable field {key!r} in the postgres index")
     return key
+
+
+#: the terms of some points deleted, counted by (term, user)
+_DELETE_TERMS = ("WITH gone AS (DELETE FROM ix_terms WHERE point_id = ANY(%s::uuid[]) RETURNING term, user_id) "
+                 "SELECT term, user_id, count(*) FROM gone GROUP BY 1, 2")
+#: a term's document frequency is kept in this many counters, by user
+DF_SHARDS = 16
+
+
+def _shard(user: str) -> int:
+    return zlib.crc32(user.encode()) % DF_SHARDS
+
+
+def _count_terms(conn: Any, df: Counter[tuple[int, int]]) -> None:
+    """Apply document frequency deltas ((term, shard): n) in one statement, in key order (the
+    counters are the last rows a write locks, all at once: two writers never wait in a cycle)."""
+    changes = sorted((k, n) for k, n in df.items() if n)
+    if changes:
+        conn.execute("INSERT INTO ix_df (term, shard, df) SELECT * FROM unnest(%s::bigint[], %s::smallint[], "
+                     "%s::bigint[]) ORDER BY 1, 2 ON CONFLICT (term, shard) DO UPDATE SET df = ix_df.df + excluded.df",
+                     ([t for (t, _), _ in changes], [sh for (_, sh), _ in changes], [n for _, n in changes]))
 
 
 def _count_users(conn: Any, delta: Counter[str]) -> None:

@@ -1,0 +1,198 @@
+"""The PostgreSQL index's own mechanics, on the real pgvector server (tests/pg_server.py): BM25 ranked on
+the term rows with a bounded candidate list that widens when filters reject, document frequencies kept in
+counters that follow every write, and the HNSW graph holding only the rows of scopes past ``exact_max``.
+Edge, with the same points, is the reference for hits and scores."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from dialogmem import MemoryRecord
+from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint, PgIndex
+from dialogmem._store import _postgres as pg_module
+
+DIM = 384
+
+
+def _record(user: str, text: str, **fields: object) -> MemoryRecord:
+    base = dict(id=str(uuid.uuid4()), user_id=user, memory=text, time_stamp="2024-05-01T10:00:00",
+                float_time_stamp=1_714_557_600.0, weekday="Wed", created_at=1_714_557_600.0,
+                updated_at=1_714_557_600.0)
+    return MemoryRecord(**(base | fields))  # type: ignore[arg-type]
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _put(indexes: list, records: list[MemoryRecord], seed: int = 0) -> np.ndarray:
+    vecs = _unit(np.random.default_rng(seed), len(records))
+    for idx in indexes:
+        idx.upsert([IndexPoint(record=r, vector=v) for r, v in zip(records, vecs, strict=True)])
+    return vecs
+
+
+def _rows(url: str, schema: str, sql: str) -> list[tuple]:
+    with psycopg.connect(url, options=f"-c search_path={schema},public") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _same(a: list, b: list) -> None:
+    assert [round(h.score, 4) for h in a] == [round(h.score, 4) for h in b]
+    assert {(round(h.score, 4), h.record.id) for h in a} == {(round(h.score, 4), h.record.id) for h in b}
+
+
+@pytest.fixture
+def pair(tmp_path: Path, pgvector_url: str, pgvector_schema: str) -> Iterator[tuple[EdgeIndex, PgIndex]]:
+    edge = EdgeIndex(tmp_path / "edge", dim=DIM)
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM)
+    try:
+        yield edge, pg
+    finally:
+        edge.close()
+        pg.close()
+
+
+def test_bm25_with_filters_that_reject_the_best_candidates_ranks_them_all(
+        pair: tuple[EdgeIndex, PgIndex], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the best-scored points are joined to their rows for the filters; when the filters leave
+    fewer than the limit of a full candidate list, the search ranks every scored point instead: the
+    answer is Edge's in every case (no filter, a filter passing some, a filter passing a few far down)."""
+    monkeypatch.setattr(pg_module, "LEXICAL_CANDIDATES", 1)  # candidates = 4 x limit: 20 of 120 points
+    edge, pg = pair
+    things = ["garden", "garden roses", "garden roses tulips", "garden shed"]
+    # every text of its own length: no two scores tie at a cut
+    records = [_record("u1", " ".join([things[i % 4], *(f"w{i}x{j}" for j in range(i))]),
+                       speaker_name="Ana" if i % 40 == 7 else "Bo",
+                       tier="ltm" if i < 30 else "mtm") for i in range(120)]
+    records += [_record("u2", "garden roses tulips everywhere") for _ in range(5)]
+    _put([edge, pg], records)
+    for flt in (None, IndexFilter(tier="ltm"), IndexFilter(speakers=["Ana"]), IndexFilter(speakers=["Nobody"])):
+        for query in ("garden roses tulips", "shed", "tulips w47x3"):
+            got_edge = edge.lexical_search("u1", query, limit=5, flt=flt)
+            got_pg = pg.lexical_search("u1", query, limit=5, flt=flt)
+            _same(got_edge, got_pg)
+            assert all(h.record.user_id == "u1" for h in got_pg)
+    assert len(pg.lexical_search("u1", "garden", limit=5, flt=IndexFilter(speakers=["Ana"]))) == 3
+
+
+def test_document_frequencies_follow_every_write(pair: tuple[EdgeIndex, PgIndex], pgvector_url: str,
+                                                 pgvector_schema: str, tmp_path: Path) -> None:
+    """BM25's IDF reads each term's document frequency from counters: after upserts, a replaced text
+    and a payload change of text the scores equal Edge's; after deletes and a user forgotten, the
+    counters equal a count of the term rows and the scores equal those of an Edge index holding the
+    points that are left (Edge itself keeps counting deleted points until it optimizes)."""
+    edge, pg = pair
+    records = [_record(f"u{i % 3}", t) for i, t in enumerate(
+        ["apple pie recipe", "apple orchard visit", "pie contest", "orchard in autumn", "apple apple apple",
+         "cider from the orchard", "the contest winner", "autumn leaves"])]
+    _put([edge, pg], records)
+    records[1] = records[1].model_copy(update={"memory": "a pear orchard visit"})
+    _put([edge, pg], [records[1]], seed=3)
+    for idx in (edge, pg):
+        assert idx.set_payload(records[0].id, "u0", {"memory": "cherry pie recipe"})
+    records[0] = records[0].model_copy(update={"memory": "cherry pie recipe"})
+    queries = ("apple pie", "orchard", "cherry pear contest")
+    for user in ("u0", "u1", "u2"):
+        for query in queries:
+            _same(edge.lexical_search(user, query, limit=5), pg.lexical_search(user, query, limit=5))
+    assert pg.delete([records[4].id], "u1") == 1
+    assert pg.delete_user("u2") > 0
+    counted = _rows(pgvector_url, pgvector_schema, "SELECT term, count(*) FROM ix_terms GROUP BY term ORDER BY term")
+    kept = _rows(pgvector_url, pgvector_schema,
+                 "SELECT term, sum(df) FROM ix_df GROUP BY term HAVING sum(df) <> 0 ORDER BY term")
+    assert counted and [(t, int(n)) for t, n in kept] == [(t, int(n)) for t, n in counted]
+    left = EdgeIndex(tmp_path / "left", dim=DIM)
+    try:
+        _put([left], [r for i, r in enumerate(records) if i != 4 and r.user_id != "u2"])
+        for user in ("u0", "u1", "u2"):
+            for query in queries:
+                _same(left.lexical_search(user, query, limit=5), pg.lexical_search(user, query, limit=5))
+    finally:
+        left.close()
+
+
+def test_the_graph_holds_the_rows_of_scopes_past_exact_max(tmp_path: Path, pgvector_url: str,
+                                                           pgvector_schema: str) -> None:
+    """A scope is graphed by the write that takes it past ``exact_max`` (its earlier rows too); a smaller
+    scope's rows stay out of the HNSW graph and are ranked exactly. Both answer the exact top."""
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=50)
+    try:
+        big = [_record("big", f"note {i}") for i in range(80)]
+        small = [_record("small", f"note {i}") for i in range(20)]
+        vecs = np.concatenate([_put([pg], big[:40], seed=1), _put([pg], small, seed=2), _put([pg], big[40:], seed=3)])
+        rows = dict(_rows(pgvector_url, pgvector_schema, "SELECT user_id, graphed FROM ix_users"))
+        assert rows == {"big": True, "small": False}
+        assert _rows(pgvector_url, pgvector_schema, "SELECT user_id, bool_and(graphed), bool_or(graphed) "
+                     "FROM ix_points GROUP BY user_id ORDER BY user_id") == [("big", True, True),
+                                                                             ("small", False, False)]
+        mine = {"big": (big, np.concatenate([vecs[:40], vecs[60:]])), "small": (small, vecs[40:60])}
+        for q in _unit(np.random.default_rng(4), 5):
+            for user, (recs, vs) in mine.items():
+                truth = [recs[i].id for i in np.argsort(-(vs @ q))[:5]]
+                assert [h.record.id for h in pg.dense_search(user, q, limit=5)] == truth
+    finally:
+        pg.close()
+
+
+def test_a_bulk_write_that_graphs_the_first_scope_builds_the_graph_after(
+        pgvector_url: str, pgvector_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first scope graphed by a large write: the graph index is dropped, the rows written, the graph
+    built once over them (in the same transaction); every row is in it and searches find the exact top."""
+    monkeypatch.setattr(pg_module, "BULK_GRAPH", 100)
+    monkeypatch.setattr(pg_module, "UPSERT_CHUNK", 70)  # several statements a write
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=50)
+    try:
+        recs = [_record("u1", f"note {i}") for i in range(150)]
+        vecs = _put([pg], recs, seed=1)
+        assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FILTER (WHERE graphed), count(*) "
+                     "FROM ix_points") == [(150, 150)]
+        assert _rows(pgvector_url, pgvector_schema, "SELECT indexdef LIKE '%hnsw%WHERE graphed%' FROM pg_indexes "
+                     "WHERE indexname = 'ix_points_graph'") == [(True,)]
+        for q in _unit(np.random.default_rng(4), 5):
+            truth = [recs[i].id for i in np.argsort(-(vecs @ q))[:5]]
+            assert [h.record.id for h in pg.dense_search("u1", q, limit=5)] == truth
+        more = [_record("u1", f"later {i}") for i in range(3)]  # graphed now: inserted into the graph
+        _put([pg], more, seed=9)
+        graphed = _rows(pgvector_url, pgvector_schema, "SELECT bool_and(graphed), count(*) FROM ix_points")
+        assert graphed == [(True, 153)]
+    finally:
+        pg.close()
+
+
+def test_a_schema_from_before_is_converted_when_opened(pgvector_url: str, pgvector_schema: str) -> None:
+    """A schema written before the graph held only large scopes (one HNSW index over every row, no
+    graphed marks, no frequency counters) opens with its points kept: counters counted from its term
+    rows, its large scopes graphed, and searches answer as before."""
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=10)
+    recs = [_record("big" if i % 4 else "small", f"apple note {i}") for i in range(40)]
+    vecs = _put([pg], recs, seed=1)
+    before = [(h.record.id, round(h.score, 4)) for h in pg.lexical_search("big", "apple note", limit=5)]
+    pg.close()
+    with psycopg.connect(pgvector_url, autocommit=True, options=f"-c search_path={pgvector_schema},public") as conn:
+        conn.execute("DROP INDEX ix_points_graph")
+        conn.execute("DROP TABLE ix_df")
+        conn.execute("ALTER TABLE ix_points DROP COLUMN graphed")
+        conn.execute("ALTER TABLE ix_users DROP COLUMN graphed")
+        conn.execute("CREATE INDEX ix_points_dense ON ix_points USING hnsw (dense vector_cosine_ops)")
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=10)
+    try:
+        assert pg.count("big") == 30 and pg.count("small") == 10
+        assert dict(_rows(pgvector_url, pgvector_schema, "SELECT user_id, graphed FROM ix_users")) == {
+            "big": True, "small": False}
+        assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FROM pg_indexes "
+                     "WHERE indexname = 'ix_points_dense'") == [(0,)]
+        assert [(h.record.id, round(h.score, 4)) for h in pg.lexical_search("big", "apple note", limit=5)] == before
+        mine = np.array([i for i in range(40) if i % 4])
+        q = _unit(np.random.default_rng(4), 1)[0]
+        truth = [recs[i].id for i in mine[np.argsort(-(vecs[mine] @ q))[:5]]]
+        assert [h.record.id for h in pg.dense_search("big", q, limit=5)] == truth
+    finally:
+        pg.close()
