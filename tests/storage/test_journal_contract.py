@@ -21,6 +21,7 @@ from dialogmem._config import JournalConfig
 from dialogmem._journal import (
     SCHEMA_VERSION,
     GraphRows,
+    IndexSource,
     IndexState,
     Journal,
     JournalHandle,
@@ -360,6 +361,7 @@ def test_the_roles_split_the_journal() -> None:
     own = {role: {n for n in _members(role) if n not in _members(JournalHandle) or role is JournalHandle}
            for role in (JournalHandle, TurnLog, MemoryRows, GraphRows, KeyRing)}
     own[UserRows] = _members(UserRows) - _members(TurnLog) - _members(MemoryRows)
+    assert _members(IndexSource) == _members(MemoryRows) | _members(GraphRows)  # a union, nothing of its own
     own[Journal] = _members(Journal) - set().union(*own.values())
     for role, names in own.items():
         for other, more in own.items():

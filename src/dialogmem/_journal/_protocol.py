@@ -134,6 +134,11 @@ class GraphRows(JournalHandle, Protocol):
     def store_identities(self) -> tuple[list[str], list[str]]: ...
 
 
+class IndexSource(MemoryRows, GraphRows, Protocol):
+    """What the vector index is kept in step with: memory rows (their outbox) and the LTM graph's
+    nodes. The change writer commits every change set and applies both to the index."""
+
+
 class KeyRing(Protocol):
     """The server's API keys (only the SHA-256 of a secret is kept)."""
 
@@ -144,7 +149,7 @@ class KeyRing(Protocol):
 
 
 @runtime_checkable
-class Journal(UserRows, GraphRows, KeyRing, Protocol):
+class Journal(UserRows, IndexSource, KeyRing, Protocol):
     """The durable source of truth of a store, every role together, and its usage counters."""
 
     def add_usage(self, deltas: Mapping[tuple[str, str], StageUsage]) -> None: ...

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._changes import ChangeSet, GraphCommit
 from .._errors import ConfigError, DiskFullError, StoreError
-from .._journal import IndexState, Journal, stored_precision
+from .._journal import IndexSource, IndexState, MemoryRows, stored_precision
 from .._models._embed_base import Embedder
 from .._store import IndexPoint, VectorIndex
 from .._store._base import JournalBoundIndex
@@ -50,7 +50,7 @@ _INDEX_BATCH = 500
 
 
 class ChangeWriter:
-    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, access: AccessLog,
+    def __init__(self, journal: IndexSource, index: VectorIndex, embedder: Embedder, access: AccessLog,
                  usage: PendingUsage, *, sync_every: int = 2000) -> None:
         self.journal = journal
         self.index = index
@@ -331,7 +331,7 @@ class ChangeWriter:
         return n
 
 
-def fill_index(journal: Journal, embedder: Embedder, index: VectorIndex, *, user_id: str | None = None,
+def fill_index(journal: MemoryRows, embedder: Embedder, index: VectorIndex, *, user_id: str | None = None,
                mark: bool = True) -> int:
     """Insert every active journal row (of one user, or all) into ``index``, which is not the
     writer's own: a rebuild, or the per-user copy a read-only store searches. With ``mark``, the
@@ -351,7 +351,7 @@ def fill_index(journal: Journal, embedder: Embedder, index: VectorIndex, *, user
     return taken
 
 
-def _fill_batch(journal: Journal, index: VectorIndex, batch: list[IndexPoint], mark: bool) -> int:
+def _fill_batch(journal: MemoryRows, index: VectorIndex, batch: list[IndexPoint], mark: bool) -> int:
     if not batch:
         return 0
     ok: list[str] = []
