@@ -1,4 +1,5 @@
-"""The journal's schema is what stores of schema version 5 hold, on both databases, byte for byte.
+"""The journal's SQL: its schema is what stores of schema version 5 hold, on both databases, byte
+for byte; and every statement takes its parameter marks from the dialect.
 
 ``tests/fixtures/journal_schema_v5.txt`` was written by the journal as it was before its SQL was
 written once over a dialect (the SQLite journal had its own DDL, the PostgreSQL journal a twin):
@@ -9,6 +10,8 @@ comes with a new version (and this file rewritten from the new migration)."""
 
 from __future__ import annotations
 
+import ast
+import re
 import sqlite3
 import uuid
 from pathlib import Path
@@ -99,3 +102,22 @@ def test_a_postgres_store_holds_the_v5_schema(postgres_url: str, tmp_path: Path)
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             for name in (fresh, old):
                 conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+def test_every_bound_parameter_of_the_journal_comes_from_its_dialect() -> None:
+    """The SQL is written once and nothing rewrites it on the way to the database: a statement that
+    spells a mark itself (``?`` or ``%s``) would run on one database and fail on the other, perhaps
+    only on a path the contract suite does not take. So no SQL text in ``_journal/`` holds one; the
+    dialect alone (``_dialect.py``) does."""
+    sql = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|VALUES|WHERE|SET)\b")
+    src = Path(__file__).resolve().parents[2] / "src" / "dialogmem" / "_journal"
+    found = []
+    for path in sorted(src.glob("*.py")):
+        if path.name == "_dialect.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+            if sql.search(text) and ("?" in text or "%s" in text):
+                found.append(f"{path.name}: {text[:80]}")
+    assert found == []
+    assert not (src / "_pg_schema.py").exists()  # one schema, in _schema.py, for both
