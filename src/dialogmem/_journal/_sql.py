@@ -4,7 +4,9 @@
 and its queue, API keys) and adds what spans them: the one commit of a change set, rows copied
 from an export, forgetting a user, usage counters, meta and the schema's migrations. It runs no
 connection of its own: ``SQLiteJournal`` (one file) and ``PostgresJournal`` (a shared database)
-give it a dialect, a transaction and a read, and nothing else differs between them.
+give it a dialect, a transaction and a read; the PostgreSQL one adds what a database shared by
+several processes needs (per-user locks, a commit run again after a deadlock, the index joined to
+its transactions), and neither holds a statement of the journal's rows.
 """
 
 from __future__ import annotations
