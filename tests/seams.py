@@ -29,7 +29,7 @@ from dialogmem._changes import GraphCommit
 from dialogmem._graph import GraphDelta, GraphView
 from dialogmem._journal import Journal
 from dialogmem._journal import SQLiteJournal as SQLiteJournal
-from dialogmem._journal._graph import GraphRows
+from dialogmem._journal._graph import GraphSQL
 from dialogmem._store import LTM_SCOPE, _room
 from dialogmem._store import EdgeIndex as EdgeIndex
 from dialogmem._store._room import GROWTH_STEP as GROWTH_STEP
@@ -247,23 +247,23 @@ def poison_row(mem: Memory, memory_id: str, payload: dict[str, Any], last_access
 def fail_graph_commit_halfway(monkeypatch: pytest.MonkeyPatch, error: Exception) -> Callable[[], None]:
     """fault: the journal writes every row of a graph commit inside its transaction, then ``error`` is
     raised before the commit; returns the fix."""
-    original = GraphRows._apply_graph
+    original = GraphSQL._apply_graph
 
-    def half_then_fail(self: GraphRows, db: Any, graph: Any) -> None:
+    def half_then_fail(self: GraphSQL, db: Any, graph: Any) -> None:
         original(self, db, graph)
         raise error
 
-    monkeypatch.setattr(GraphRows, "_apply_graph", half_then_fail)
-    return lambda: monkeypatch.setattr(GraphRows, "_apply_graph", original)
+    monkeypatch.setattr(GraphSQL, "_apply_graph", half_then_fail)
+    return lambda: monkeypatch.setattr(GraphSQL, "_apply_graph", original)
 
 
 def forbid_graph_node_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     """fault: reading every graph node's vector from the journal fails loudly (the search route must
     use the index instead)."""
-    def no_scan(self: GraphRows, ids: Any = None) -> Any:
+    def no_scan(self: GraphSQL, ids: Any = None) -> Any:
         raise AssertionError("graph_node_vectors called on the read path")
 
-    monkeypatch.setattr(GraphRows, "graph_node_vectors", no_scan)
+    monkeypatch.setattr(GraphSQL, "graph_node_vectors", no_scan)
 
 
 #: fault: the disk's real free space, as the index's room check measures it

@@ -15,6 +15,7 @@ from dialogmem import InputError, NotFoundError, SleepReport, StoreError
 from dialogmem._apikeys import hash_secret, new_key, secret_matches, split_key
 from dialogmem._journal import SCHEMA_VERSION
 from dialogmem._journal import SQLiteJournal as Journal
+from dialogmem._journal._dialect import SQLITE
 from dialogmem._journal._schema import MIGRATIONS
 from dialogmem._server._errors import Conflict, status_for
 from dialogmem._server._jobs import SleepJobs
@@ -90,8 +91,8 @@ def test_a_v2_store_gains_the_key_table(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite3"
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    MIGRATIONS[1](db)
-    MIGRATIONS[2](db)
+    MIGRATIONS[1](db, SQLITE)
+    MIGRATIONS[2](db, SQLITE)
     db.execute("INSERT INTO meta VALUES ('schema_version', '2')")
     db.commit()
     db.close()

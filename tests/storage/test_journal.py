@@ -67,9 +67,10 @@ def test_a_v1_journal_is_migrated_without_losing_a_row(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
     db.commit()
+    from dialogmem._journal._dialect import SQLITE
     from dialogmem._journal._schema import MIGRATIONS
 
-    MIGRATIONS[1](db)
+    MIGRATIONS[1](db, SQLITE)
     db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     db.execute("INSERT INTO turns (id, user_id, speaker, content, time_stamp, float_time_stamp, weekday, "
                "created_at) VALUES ('t1', 'u', 'A', 'hello', '2024-01-01T00:00:00', 0, 'Mon', 0)")

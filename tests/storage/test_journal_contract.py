@@ -18,8 +18,21 @@ import pytest
 from dialogmem import Event, HistoryEntry, InputError, MemoryRecord, SchemaVersionError, StoreError, Turn
 from dialogmem._changes import ChangeSet, MemoryRemoval, MemoryWrite
 from dialogmem._config import JournalConfig
-from dialogmem._journal import SCHEMA_VERSION, IndexState, Journal, TurnStatus, open_journal
-from dialogmem._journal._pg_schema import PG_MIGRATIONS
+from dialogmem._journal import (
+    SCHEMA_VERSION,
+    GraphRows,
+    IndexSource,
+    IndexState,
+    Journal,
+    JournalHandle,
+    KeyRing,
+    MemoryRows,
+    TurnLog,
+    TurnStatus,
+    UserRows,
+    open_journal,
+)
+from dialogmem._journal._dialect import POSTGRES, SQLITE
 from dialogmem._journal._schema import MIGRATIONS
 from dialogmem._usage import StageUsage
 
@@ -304,7 +317,7 @@ def _write_v1_store(backend: str, config: JournalConfig, path: Path) -> None:
     if backend == "sqlite":
         db = sqlite3.connect(path)
         db.execute(statements[0])
-        MIGRATIONS[1](db)
+        MIGRATIONS[1](db, SQLITE)
         for s in statements[1:]:
             db.execute(s)
         db.commit()
@@ -312,20 +325,14 @@ def _write_v1_store(backend: str, config: JournalConfig, path: Path) -> None:
         return
     import psycopg
 
-    from dialogmem._journal._postgres import _Conn
-
     assert config.url is not None
     with psycopg.connect(config.url, autocommit=True) as raw:
         raw.execute(f"CREATE SCHEMA {config.schema_name}")
         raw.execute(f"SET search_path TO {config.schema_name}")
         raw.execute(statements[0])
-        PG_MIGRATIONS[1](_Conn(raw))
+        MIGRATIONS[1](raw, POSTGRES)
         for s in statements[1:]:
             raw.execute(s)
-
-
-def test_both_backends_have_the_same_migrations() -> None:
-    assert sorted(MIGRATIONS) == sorted(PG_MIGRATIONS) == list(range(1, SCHEMA_VERSION + 1))
 
 
 def test_the_protocol_lists_every_journal_call_made_outside_the_journal() -> None:
@@ -334,11 +341,34 @@ def test_the_protocol_lists_every_journal_call_made_outside_the_journal() -> Non
         if "_journal" not in path.parts:
             called |= set(re.findall(r"journal\.(\w+)\(", path.read_text(encoding="utf-8")))
     called -= {"exists"}  # StorePaths.journal is the SQLite file's path
-    members = {n for n in dir(Journal) if not n.startswith("_")} | set(Journal.__annotations__)
+    members = _members(Journal)
     assert called - members == set(), "calls missing from the Journal protocol"
     # beyond the calls found by name: the journal's own surface its tests and the facade's counters use
     assert members - called == {"add_access", "add_usage", "schema_version", "read_only", "path", "shared",
                                 "commit_graph"}  # graph changes go through the writer; its contract tests call it
+
+
+def _members(protocol: type) -> set[str]:
+    """The public methods, properties and attributes of a protocol, its bases' included."""
+    return {n for n in dir(protocol) if not n.startswith("_")} | {
+        n for cls in protocol.__mro__ for n in getattr(cls, "__annotations__", {}) if not n.startswith("_")}
+
+
+def test_the_roles_split_the_journal() -> None:
+    """Every call of the journal belongs to exactly one role (or to the handle all roles share, or
+    to the usage counters only the facade reads), so a consumer that names a role names all it can
+    call."""
+    own = {role: {n for n in _members(role) if n not in _members(JournalHandle) or role is JournalHandle}
+           for role in (JournalHandle, TurnLog, MemoryRows, GraphRows, KeyRing)}
+    own[UserRows] = _members(UserRows) - _members(TurnLog) - _members(MemoryRows)
+    assert _members(IndexSource) == _members(MemoryRows) | _members(GraphRows)  # a union, nothing of its own
+    own[Journal] = _members(Journal) - set().union(*own.values())
+    for role, names in own.items():
+        for other, more in own.items():
+            assert role is other or not names & more, (role, other, names & more)
+    assert own[Journal] == {"add_usage", "usage"}
+    assert own[UserRows] == {"import_rows", "forget_user"}
+    assert set().union(*own.values()) == _members(Journal)
 
 
 def test_ltm_graph_rows_links_and_vectors(opener: Opener) -> None:

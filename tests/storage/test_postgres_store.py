@@ -176,10 +176,10 @@ def test_a_commit_aborted_by_a_deadlock_is_run_again(monkeypatch: pytest.MonkeyP
 
     from dialogmem import Turn
     from dialogmem._changes import ChangeSet
-    from dialogmem._journal._memories import MemoryRows
+    from dialogmem._journal._sql import SQLJournal
 
     journal = open_journal(JournalConfig(**_journal(postgres_url, pg_schema)), tmp_path / "unused")
-    real, calls = MemoryRows.commit, []
+    real, calls = SQLJournal.commit, []
 
     def flaky(self: Any, cs: ChangeSet, *args: Any, **kw: Any) -> None:
         calls.append(cs.user_id)
@@ -188,7 +188,7 @@ def test_a_commit_aborted_by_a_deadlock_is_run_again(monkeypatch: pytest.MonkeyP
             raise StoreError("journal write failed") from cause
         real(self, cs, *args, **kw)
 
-    monkeypatch.setattr(MemoryRows, "commit", flaky)
+    monkeypatch.setattr(SQLJournal, "commit", flaky)
     turn = Turn(id="t1", user_id="u", speaker="A", content="hi", time_stamp="2024-01-01T00:00:00.000",
                 float_time_stamp=0.0, weekday="Mon")
     try:

@@ -6,27 +6,19 @@ the row, so a revoked key stops working at once, also when another process revok
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from .._apikeys import ApiKey, NewKey, Role, check_key_id, new_key, secret_matches, split_key
 from .._errors import InputError, NotFoundError
+from ._rows import SQLRows
 
 _COLUMNS = "key_id, role, user_id, label, created_at, revoked_at"
 MAX_LABEL_CHARS = 200
 
 
-class KeyRows:
-    """Mixin: needs ``_tx()`` and ``_query()``."""
-
-    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError  # provided by the journal
-
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
-        raise NotImplementedError  # provided by the journal
+class KeySQL(SQLRows):
+    """The server's API keys (the ``KeyRing`` role)."""
 
     def create_key(self, role: Role, user_id: str | None = None, *, label: str = "") -> tuple[ApiKey, str]:
         """A new key; returns its row and the full key text (shown once, never stored)."""
@@ -38,7 +30,7 @@ class KeyRows:
         row = ApiKey(key_id=made.key_id, role=role, user_id=user_id, label=label, created_at=time.time())
         with self._tx() as db:
             db.execute("INSERT INTO api_keys (key_id, secret_sha256, role, user_id, label, created_at) "
-                       "VALUES (?,?,?,?,?,?)",
+                       f"VALUES ({self.dialect.marks(6)})",
                        (row.key_id, made.secret_sha256, row.role, row.user_id, row.label, row.created_at))
         return row, made.key
 
@@ -50,10 +42,11 @@ class KeyRows:
 
     def revoke_key(self, key_id: str) -> ApiKey:
         check_key_id(key_id)
+        p = self.dialect.mark
         with self._tx() as db:
-            n = db.execute("UPDATE api_keys SET revoked_at=? WHERE key_id=? AND revoked_at IS NULL",
+            n = db.execute(f"UPDATE api_keys SET revoked_at={p} WHERE key_id={p} AND revoked_at IS NULL",
                            (time.time(), key_id)).rowcount
-        rows = self._query(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id=?", (key_id,))
+        rows = self._query(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id={p}", (key_id,))
         if not rows:
             raise NotFoundError(f"no key {key_id}")
         if n == 0:
@@ -66,7 +59,8 @@ class KeyRows:
         if parts is None:
             return None
         key_id, secret = parts
-        rows = self._query(f"SELECT {_COLUMNS}, secret_sha256 FROM api_keys WHERE key_id=?", (key_id,))
+        rows = self._query(f"SELECT {_COLUMNS}, secret_sha256 FROM api_keys WHERE key_id={self.dialect.mark}",
+                           (key_id,))
         # the secret is hashed and compared also for an unknown id: a wrong secret on an existing
         # id must not answer measurably slower than an unknown id (which would reveal valid ids)
         matches = secret_matches(secret, rows[0][6] if rows else None)

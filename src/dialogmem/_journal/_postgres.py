@@ -1,11 +1,11 @@
-"""The PostgreSQL journal: the same rows and the same queries as the SQLite journal, in a shared
-database that several processes (stateless API nodes, sleep workers) write at once.
+"""The PostgreSQL journal: the SQL journal in a shared database that several processes (stateless
+API nodes, sleep workers) write at once.
 
-It reuses ``SQLiteJournal``'s queries (kept portable: ``?`` marks, ``ON CONFLICT``, table-qualified
-upsert columns) through a connection that translates them, and replaces what differs: the
-connection pool (psycopg 3 + psycopg_pool), transactions, migrations (``_pg_schema``, serialised
-across nodes by an advisory lock) and ``user_lock`` — a session advisory lock per user, so one
-user's batch is extracted by one process at a time while other users proceed elsewhere. A node
+The statements are ``_sql.SQLJournal``'s, in the PostgreSQL dialect; what is here is the
+connection layer: the pools (psycopg 3 + psycopg_pool, ``search_path`` set to the store's schema),
+transactions, the advisory lock and ``CREATE SCHEMA`` that open a store, a commit run again when
+PostgreSQL aborts it to break a deadlock, and ``user_lock`` — a session advisory lock per user, so
+one user's batch is extracted by one process at a time while other users proceed elsewhere. A node
 that dies loses its connections, and PostgreSQL releases its locks: its pending turns stay in the
 journal and the next process that touches the user (or opens the store) processes them.
 
@@ -19,34 +19,20 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from .._changes import ChangeSet
-from .._errors import ConfigError, SchemaVersionError, StoreError
+from .._errors import ConfigError, StoreError
 from .._usage import StageUsage
-from ._pg_schema import PG_MIGRATIONS
-from ._schema import SCHEMA_VERSION, IndexState
-from ._sqlite import SQLiteJournal
+from ._dialect import POSTGRES
+from ._memories import set_index_state
+from ._rows import Conn
+from ._schema import IndexState
+from ._sql import SQLJournal
 
 log = logging.getLogger(__name__)
-
-_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
-
-
-@lru_cache(maxsize=512)
-def translate(sql: str) -> str:
-    """A portable statement with ``?`` marks as psycopg wants it (``%s``, literal ``%`` doubled);
-    SQLite's ``INSERT OR IGNORE`` becomes ``ON CONFLICT DO NOTHING``."""
-    if re.search(r"\bINSERT\s+OR\s+REPLACE\b", sql, re.IGNORECASE):
-        raise StoreError("INSERT OR REPLACE is SQLite-only: write the statement with ON CONFLICT … DO UPDATE")
-    ignore = bool(_IGNORE.match(sql))
-    if ignore:
-        sql = _IGNORE.sub("INSERT INTO", sql, count=1)
-    sql = sql.replace("%", "%%").replace("?", "%s")
-    return sql + " ON CONFLICT DO NOTHING" if ignore else sql
 
 
 class Row(tuple):
@@ -73,28 +59,6 @@ def _row_factory(cursor: Any) -> Any:
     return lambda values: Row(values, index)
 
 
-class _Conn:
-    """A psycopg connection that takes the SQLite journal's statements."""
-
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-
-    @property
-    def raw(self) -> Any:
-        """The psycopg connection itself (its open transaction included)."""
-        return self._conn
-
-    def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
-        return self._conn.execute(translate(sql), params)
-
-    def executemany(self, sql: str, seq: Sequence[Sequence[object]]) -> Any:
-        cur = self._conn.cursor()
-        seq = list(seq)
-        if seq:
-            cur.executemany(translate(sql), seq)
-        return cur
-
-
 _RETRIES = 4
 
 
@@ -109,11 +73,10 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
 
 
-class PostgresJournal(SQLiteJournal):
+class PostgresJournal(SQLJournal):
     """The journal in a PostgreSQL schema. Thread-safe; safe for several processes at once."""
 
-    _memory_text_sql = "(payload::jsonb ->> 'memory')"
-
+    dialect = POSTGRES
     shared = True
     strict_claims = True  # a batch another node processed meanwhile (its lock lost) is refused, not redone
     #: the index carried in this journal's transactions (``join_index``), or None
@@ -167,7 +130,7 @@ class PostgresJournal(SQLiteJournal):
             raise StoreError(f"journal {self.path} is open read-only")
         try:
             with self._pool.connection() as conn, conn.transaction():
-                yield _Conn(conn)
+                yield conn
         except psycopg.Error as exc:
             raise StoreError(f"journal write failed: {exc}") from exc
 
@@ -178,7 +141,7 @@ class PostgresJournal(SQLiteJournal):
             conn = None
             try:
                 with self._pool.connection() as conn:
-                    return conn.execute(translate(sql), params).fetchall()
+                    return conn.execute(sql, params).fetchall()
             except psycopg.Error as exc:
                 if attempt == 0 and conn is not None and conn.broken:
                     log.info("journal connection dropped by the server (%s); reading again", exc)
@@ -186,41 +149,14 @@ class PostgresJournal(SQLiteJournal):
                 raise StoreError(f"journal read failed: {exc}") from exc
         raise AssertionError("unreachable")
 
-    def _migrate(self) -> None:
-        if max(PG_MIGRATIONS) < SCHEMA_VERSION:
-            raise StoreError(f"the PostgreSQL journal has no migration to schema version {SCHEMA_VERSION} "
-                             f"(only up to {max(PG_MIGRATIONS)}): add it to _journal/_pg_schema.py")
-        if self.read_only:
-            current = self._current_version()
-            if current > SCHEMA_VERSION:
-                raise SchemaVersionError(f"{self.path} has schema version {current}; this dialogmem reads up "
-                                         f"to {SCHEMA_VERSION}")
-            if current < SCHEMA_VERSION:
-                raise StoreError(f"{self.path} (schema {self.schema_name}) has schema version {current} and needs "
-                                 "an upgrade: open it once read-write (without read_only)")
-            return
-        with self._tx() as db:  # one transaction; concurrent openers wait on the lock
-            db.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"dialogmem-migrate:{self.schema_name}",))
-            db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema_name}"')
-            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            current = int(row[0]) if row else 0
-            if current > SCHEMA_VERSION:
-                raise SchemaVersionError(f"{self.path} (schema {self.schema_name}) has schema version {current}; "
-                                         f"this dialogmem reads up to {SCHEMA_VERSION}")
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                PG_MIGRATIONS[version](db)
-                db.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
-                           "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (str(version),))
-                log.info("journal %s (schema %s) migrated to schema version %d", self.path, self.schema_name,
-                         version)
+    def _prepare(self, db: Conn) -> None:
+        """Openers of this store wait here for each other; the schema is made when missing."""
+        assert self.dialect.lock_open is not None
+        db.execute(self.dialect.lock_open, (f"dialogmem-migrate:{self.schema_name}",))
+        db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema_name}"', ())
 
-    def _current_version(self) -> int:
-        try:
-            rows = self._query("SELECT value FROM meta WHERE key='schema_version'")
-        except StoreError as exc:
-            raise StoreError(f"{self.path} holds no dialogmem journal in schema {self.schema_name}: {exc}") from exc
-        return int(rows[0][0]) if rows else 0
+    def _where(self) -> str:
+        return f"{self.path} (schema {self.schema_name})"
 
     def close(self) -> None:
         for pool in (getattr(self, "_pool", None), getattr(self, "_locks", None)):
@@ -258,17 +194,13 @@ class PostgresJournal(SQLiteJournal):
         change and its index rows commit together or not at all."""
         self._joined = (on_commit, on_forget)
 
-    def _in_commit(self, db: Any, cs: ChangeSet, vectors: Mapping[str, np.ndarray]) -> None:
-        if self._joined is None:
-            return
-        done = list(self._joined[0](db.raw, cs, vectors))
-        for lo in range(0, len(done), 1000):
-            db.execute("UPDATE memories SET index_state=?, index_error=NULL WHERE id = ANY(?::text[])",
-                       (int(IndexState.SYNCED), done[lo:lo + 1000]))
-
-    def _in_forget(self, db: Any, user_id: str) -> None:
+    def _in_commit(self, db: Conn, cs: ChangeSet, vectors: Mapping[str, np.ndarray]) -> None:
         if self._joined is not None:
-            self._joined[1](db.raw, user_id)
+            set_index_state(db, self.dialect, self._joined[0](db, cs, vectors), IndexState.SYNCED, None)
+
+    def _in_forget(self, db: Conn, user_id: str) -> None:
+        if self._joined is not None:
+            self._joined[1](db, user_id)
 
     # -- several processes ----------------------------------------------------------------
     def user_lock(self, user_id: str) -> AbstractContextManager[None]:
@@ -281,16 +213,18 @@ class PostgresJournal(SQLiteJournal):
         import psycopg
 
         key = (f"dialogmem:{self.schema_name}", user_id)
+        lock, unlock = self.dialect.lock_user, self.dialect.unlock_user
+        assert lock is not None and unlock is not None  # the PostgreSQL dialect spells both
         with ExitStack() as stack:
             try:
                 conn = stack.enter_context(self._locks.connection())
-                conn.execute("SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))", key)
+                conn.execute(lock, key)
             except psycopg.Error as exc:
                 raise StoreError(f"cannot lock user {user_id!r} in {self.path}: {exc}") from exc
             try:
                 yield
             finally:
                 try:
-                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", key)
+                    conn.execute(unlock, key)
                 except psycopg.Error as exc:  # the connection is gone, and the lock with it
                     log.warning("unlocking user %r: %s", user_id, exc)

@@ -1,7 +1,14 @@
-"""What the rest of dialogmem asks of a journal: exactly the calls made outside ``_journal/``.
+"""What the rest of dialogmem asks of a journal, split by role: exactly the calls made outside ``_journal/``.
 
-Two implementations: ``SQLiteJournal`` (one file, one process) and ``PostgresJournal`` (a shared
-database, several processes). ``tests/test_journal_contract.py`` runs the same suite against both.
+Each consumer names the role it uses: the write path and the search take a user's rows
+(``UserRows``: the ``TurnLog`` and the ``MemoryRows``), the sleep cycle and the change writer the
+``MemoryRows``, consolidation and the graph's readers the ``GraphRows``, the key commands the
+``KeyRing``; the facade, which opens and wires a store, holds the whole ``Journal``. Every role
+has the ``JournalHandle`` (where the journal is, its meta, the per-user lock).
+
+One implementation, ``_sql.SQLJournal``, over two connections: ``SQLiteJournal`` (one file, one
+process) and ``PostgresJournal`` (a shared database, several processes).
+``tests/storage/test_journal_contract.py`` runs the same suite against both.
 """
 
 from __future__ import annotations
@@ -21,11 +28,10 @@ from .._usage import StageUsage
 from ._schema import IndexState, TurnStatus
 
 
-@runtime_checkable
-class Journal(Protocol):
-    """The durable source of truth of a store: raw turns, memory rows (+ index outbox), history,
-    sleep queue, usage counters, meta. Every method is thread-safe; every read and write is scoped
-    to one user where it takes ``user_id``."""
+class JournalHandle(Protocol):
+    """What every role has: where the journal lives, its meta rows, closing it, and the per-user
+    write lock. Every method is thread-safe; every read and write is scoped to one user where it
+    takes ``user_id``."""
 
     path: Path | str  # where it lives, for messages (a PostgreSQL URL without its password)
     read_only: bool
@@ -44,37 +50,10 @@ class Journal(Protocol):
         """Serialises one user's writes across processes (a no-op where one process owns the journal)."""
         ...
 
-    # -- the one commit and the index outbox
-    def commit(self, cs: ChangeSet, vectors: Mapping[str, np.ndarray], *,
-               access: Sequence[tuple[str, str, int, float]] = (),
-               usage: Mapping[tuple[str, str], StageUsage] | None = None) -> None: ...
-    def index_rows(self, *, states: Sequence[IndexState] | None = None, user_id: str | None = None,
-                   batch: int = 1000) -> Iterator[tuple[MemoryRecord, np.ndarray | None, IndexState]]: ...
-    def outbox_users(self) -> list[str]: ...
-    def mark_index(self, ids: Sequence[str], state: IndexState, error: str | None = None) -> None: ...
-    def count_index_state(self, state: IndexState) -> int: ...
-    def add_access(self, deltas: Sequence[tuple[str, str, int, float]]) -> None: ...
 
-    def import_rows(self, user_id: str, *, turns: Sequence[tuple[Turn, TurnStatus, str | None]] = (),
-                    memories: Sequence[tuple[MemoryRecord, str, np.ndarray | None]] = (),
-                    history: Sequence[HistoryEntry] = ()) -> dict[str, int]:
-        """Rows copied from an export, as they were, in one transaction (``dialogmem import``)."""
-        ...
+class TurnLog(JournalHandle, Protocol):
+    """Raw turns as they arrived (written by ``MemoryRows.commit``), their status, each user's speakers."""
 
-    # -- memory rows
-    def memory(self, user_id: str, memory_id: str, *, statuses: Sequence[str] = ("active",)) -> MemoryRecord | None:
-        ...
-    def memories(self, user_id: str, *, statuses: Sequence[str] = ("active",), after_id: str | None = None,
-                 limit: int = 100, tier: str | None = None, ids: Sequence[str] | None = None,
-                 contains: str | None = None) -> list[MemoryRecord]:
-        ...
-    def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
-    def count_memories(self, user_id: str | None = None, *, status: str = "active", tier: str | None = None) -> int:
-        ...
-    def largest_user(self) -> int: ...
-    def memory_owner(self, memory_id: str) -> str | None: ...
-
-    # -- turns
     def fresh_turns(self, turns: Sequence[Turn]) -> list[Turn]: ...
     def turns(self, user_id: str, *, ids: Iterable[str] | None = None, status: TurnStatus | None = None,
               limit: int | None = None) -> list[Turn]: ...
@@ -89,14 +68,55 @@ class Journal(Protocol):
     def set_turn_status(self, user_id: str, ids: Sequence[str], status: TurnStatus, *,
                         only_from: TurnStatus | None = None) -> int: ...
 
-    # -- history, sleep queue, usage, forgetting
+
+class MemoryRows(JournalHandle, Protocol):
+    """Memory rows (the source of truth), their history, the index outbox, access counters, the
+    sleep queue, and the one commit of a change set."""
+
+    def commit(self, cs: ChangeSet, vectors: Mapping[str, np.ndarray], *,
+               access: Sequence[tuple[str, str, int, float]] = (),
+               usage: Mapping[tuple[str, str], StageUsage] | None = None) -> None: ...
+
+    # -- the index outbox
+    def index_rows(self, *, states: Sequence[IndexState] | None = None, user_id: str | None = None,
+                   batch: int = 1000) -> Iterator[tuple[MemoryRecord, np.ndarray | None, IndexState]]: ...
+    def outbox_users(self) -> list[str]: ...
+    def mark_index(self, ids: Sequence[str], state: IndexState, error: str | None = None) -> None: ...
+    def count_index_state(self, state: IndexState) -> int: ...
+    def add_access(self, deltas: Sequence[tuple[str, str, int, float]]) -> None: ...
+
+    # -- reads
+    def memory(self, user_id: str, memory_id: str, *, statuses: Sequence[str] = ("active",)) -> MemoryRecord | None:
+        ...
+    def memories(self, user_id: str, *, statuses: Sequence[str] = ("active",), after_id: str | None = None,
+                 limit: int = 100, tier: str | None = None, ids: Sequence[str] | None = None,
+                 contains: str | None = None) -> list[MemoryRecord]:
+        ...
+    def vectors(self, user_id: str, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+    def count_memories(self, user_id: str | None = None, *, status: str = "active", tier: str | None = None) -> int:
+        ...
+    def largest_user(self) -> int: ...
+    def memory_owner(self, memory_id: str) -> str | None: ...
+    def users_over_capacity(self, capacity: int, user_id: str | None = None) -> list[str]: ...
     def history(self, memory_id: str, user_id: str) -> list[HistoryEntry]: ...
     def sleep_pending(self, user_id: str | None = None) -> dict[str, list[str]]: ...
-    def add_usage(self, deltas: Mapping[tuple[str, str], StageUsage]) -> None: ...
-    def usage(self) -> dict[tuple[str, str], StageUsage]: ...
+
+
+class UserRows(TurnLog, MemoryRows, Protocol):
+    """All of one user's rows: turns and memories, copied in from an export or forgotten whole."""
+
+    def import_rows(self, user_id: str, *, turns: Sequence[tuple[Turn, TurnStatus, str | None]] = (),
+                    memories: Sequence[tuple[MemoryRecord, str, np.ndarray | None]] = (),
+                    history: Sequence[HistoryEntry] = ()) -> dict[str, int]:
+        """Rows copied from an export, as they were, in one transaction (``dialogmem import``)."""
+        ...
     def forget_user(self, user_id: str) -> dict[str, int]: ...
 
-    # the shared LTM graph and memory tiers (``_graph.GraphRows``)
+
+class GraphRows(JournalHandle, Protocol):
+    """The shared LTM graph (nodes, edges, evidence links), its hand-over queue, and what
+    consolidation reads to build it."""
+
     def commit_graph(self, graph: GraphCommit) -> None: ...
     def graph_view(self, *, with_links: bool = True) -> GraphView: ...
     def graph_links(self, subject_key: str | None = None, *,
@@ -112,10 +132,25 @@ class Journal(Protocol):
     def ltm_queued(self) -> list[tuple[str, str]]: ...
     def consolidation_candidates(self, since: float, *, min_access: int) -> list[tuple[MemoryRecord, str]]: ...
     def store_identities(self) -> tuple[list[str], list[str]]: ...
-    def users_over_capacity(self, capacity: int, user_id: str | None = None) -> list[str]: ...
 
-    # API keys of the server (``_keys.KeyRows``)
+
+class IndexSource(MemoryRows, GraphRows, Protocol):
+    """What the vector index is kept in step with: memory rows (their outbox) and the LTM graph's
+    nodes. The change writer commits every change set and applies both to the index."""
+
+
+class KeyRing(Protocol):
+    """The server's API keys (only the SHA-256 of a secret is kept)."""
+
     def create_key(self, role: Role, user_id: str | None = None, *, label: str = "") -> tuple[ApiKey, str]: ...
     def list_keys(self, *, include_revoked: bool = False) -> list[ApiKey]: ...
     def revoke_key(self, key_id: str) -> ApiKey: ...
     def verify_key(self, key: str) -> ApiKey | None: ...
+
+
+@runtime_checkable
+class Journal(UserRows, IndexSource, KeyRing, Protocol):
+    """The durable source of truth of a store, every role together, and its usage counters."""
+
+    def add_usage(self, deltas: Mapping[tuple[str, str], StageUsage]) -> None: ...
+    def usage(self) -> dict[tuple[str, str], StageUsage]: ...

@@ -1,7 +1,11 @@
-"""The journal's schema, as registered migrations (SQLite dialect).
+"""The journal's schema, as registered migrations, written once for both databases.
 
-Each migration runs in one transaction together with the record of its version. Migrations only
-add: opening a store never deletes or rewrites data.
+Each migration takes the dialect for what the two spell differently (``INTEGER``/``BIGINT``,
+``REAL``/``DOUBLE PRECISION``, ``BLOB``/``BYTEA``, ``AUTOINCREMENT``/identity, a random id) and runs
+in the opening transaction together with the record of its version. Migrations only add: opening
+a store never deletes or rewrites data. The statements keep the layout they always had: SQLite
+keeps each ``CREATE`` statement's text in the file, so a store made now holds, byte for byte, the
+schema of one made before (``tests/storage/test_schema_snapshot.py`` checks both databases).
 
 * v1 — raw turns, history, usage counters, sleep queue, speakers.
 * v2 — the journal becomes the source of truth for memories: canonical memory rows (payload,
@@ -21,9 +25,11 @@ add: opening a store never deletes or rewrites data.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from enum import IntEnum
+
+from ._dialect import Dialect
+from ._rows import Conn
 
 SCHEMA_VERSION = 5
 
@@ -46,17 +52,17 @@ class IndexState(IntEnum):
     FAILED = 3  # the index refused it; ``dialogmem repair`` retries
 
 
-def run_script(db: sqlite3.Connection, script: str) -> None:
-    # executescript() would COMMIT first and break the migration's transaction
+def run_script(db: Conn, script: str) -> None:
+    # sqlite3's executescript() would COMMIT first and break the migration's transaction
     for statement in script.split(";"):
         if statement.strip():
-            db.execute(statement)
+            db.execute(statement, ())
 
 
-def _v1(db: sqlite3.Connection) -> None:
-    run_script(db, """
+def _v1(db: Conn, d: Dialect) -> None:
+    run_script(db, f"""
         CREATE TABLE IF NOT EXISTS turns (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            seq {d.serial_key},
             id TEXT NOT NULL,
             user_id TEXT NOT NULL,
             agent_id TEXT,
@@ -65,34 +71,34 @@ def _v1(db: sqlite3.Connection) -> None:
             role TEXT,
             content TEXT NOT NULL,
             time_stamp TEXT NOT NULL,
-            float_time_stamp REAL NOT NULL,
+            float_time_stamp {d.real} NOT NULL,
             weekday TEXT NOT NULL,
-            metadata TEXT NOT NULL DEFAULT '{}',
-            processed INTEGER NOT NULL DEFAULT 0,
-            created_at REAL NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{{}}',
+            processed {d.integer} NOT NULL DEFAULT 0,
+            created_at {d.real} NOT NULL,
             UNIQUE (user_id, id)
         );
         CREATE INDEX IF NOT EXISTS turns_pending ON turns (processed, user_id, seq);
         CREATE TABLE IF NOT EXISTS history (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            seq {d.serial_key},
             memory_id TEXT NOT NULL,
             user_id TEXT NOT NULL,
             event TEXT NOT NULL,
             old_memory TEXT,
             new_memory TEXT,
-            timestamp REAL NOT NULL,
+            timestamp {d.real} NOT NULL,
             actor TEXT NOT NULL
         );
         CREATE INDEX IF NOT EXISTS history_memory ON history (user_id, memory_id, seq);
         CREATE TABLE IF NOT EXISTS usage (
             kind TEXT NOT NULL,
             stage TEXT NOT NULL,
-            calls INTEGER NOT NULL DEFAULT 0,
-            prompt_tokens INTEGER NOT NULL DEFAULT 0,
-            completion_tokens INTEGER NOT NULL DEFAULT 0,
-            latency_ms REAL NOT NULL DEFAULT 0,
-            failures INTEGER NOT NULL DEFAULT 0,
-            fallbacks INTEGER NOT NULL DEFAULT 0,
+            calls {d.integer} NOT NULL DEFAULT 0,
+            prompt_tokens {d.integer} NOT NULL DEFAULT 0,
+            completion_tokens {d.integer} NOT NULL DEFAULT 0,
+            latency_ms {d.real} NOT NULL DEFAULT 0,
+            failures {d.integer} NOT NULL DEFAULT 0,
+            fallbacks {d.integer} NOT NULL DEFAULT 0,
             PRIMARY KEY (kind, stage)
         );
         CREATE TABLE IF NOT EXISTS sleep_pending (
@@ -108,12 +114,12 @@ def _v1(db: sqlite3.Connection) -> None:
     """)
 
 
-def _v2(db: sqlite3.Connection) -> None:
-    had_turns = db.execute("SELECT EXISTS (SELECT 1 FROM turns)").fetchone()[0]
-    run_script(db, """
-        ALTER TABLE turns ADD COLUMN error TEXT;
-        ALTER TABLE history ADD COLUMN old_record TEXT;
-        CREATE TABLE memories (
+def _v2(db: Conn, d: Dialect) -> None:
+    had_turns = db.execute("SELECT EXISTS (SELECT 1 FROM turns)", ()).fetchone()[0]
+    run_script(db, f"""
+        ALTER TABLE turns {d.add_column} error TEXT;
+        ALTER TABLE history {d.add_column} old_record TEXT;
+        CREATE TABLE IF NOT EXISTS memories (
             id TEXT PRIMARY KEY,
             user_id TEXT NOT NULL,
             status TEXT NOT NULL DEFAULT 'active',
@@ -121,64 +127,65 @@ def _v2(db: sqlite3.Connection) -> None:
             agent_id TEXT,
             session_id TEXT,
             speaker_name TEXT NOT NULL DEFAULT '',
-            float_time_stamp REAL NOT NULL,
-            version INTEGER NOT NULL DEFAULT 1,
+            float_time_stamp {d.real} NOT NULL,
+            version {d.integer} NOT NULL DEFAULT 1,
             payload TEXT NOT NULL,
-            vector BLOB,
-            access_count INTEGER NOT NULL DEFAULT 0,
-            last_accessed REAL,
-            index_state INTEGER NOT NULL DEFAULT 1,
+            vector {d.blob},
+            access_count {d.integer} NOT NULL DEFAULT 0,
+            last_accessed {d.real},
+            index_state {d.integer} NOT NULL DEFAULT 1,
             index_error TEXT,
-            updated_at REAL NOT NULL
+            updated_at {d.real} NOT NULL
         );
-        CREATE INDEX memories_user ON memories (user_id, status, id);
-        CREATE INDEX memories_outbox ON memories (index_state) WHERE index_state != 0
+        CREATE INDEX IF NOT EXISTS memories_user ON memories (user_id, status, id);
+        CREATE INDEX IF NOT EXISTS memories_outbox ON memories (index_state) WHERE index_state != 0
     """)
-    db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))))")
-    db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('index_generation', '1')")
+    insert = "INSERT INTO meta (key, value) VALUES ({}) ON CONFLICT DO NOTHING"
+    db.execute(insert.format(f"'store_id', {d.random_hex32}"), ())
+    db.execute(insert.format("'index_generation', '1'"), ())
     if had_turns:  # a v1 store: its memories live only in the vector index so far
-        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('import_index', '1')")
+        db.execute(insert.format("'import_index', '1'"), ())
 
 
-def _v3_keys(db: sqlite3.Connection) -> None:
-    run_script(db, """
-        CREATE TABLE api_keys (
+def _v3_keys(db: Conn, d: Dialect) -> None:
+    run_script(db, f"""
+        CREATE TABLE IF NOT EXISTS api_keys (
             key_id TEXT PRIMARY KEY,
             secret_sha256 TEXT NOT NULL,
             role TEXT NOT NULL CHECK (role IN ('user', 'admin')),
             user_id TEXT,
             label TEXT NOT NULL DEFAULT '',
-            created_at REAL NOT NULL,
-            revoked_at REAL,
+            created_at {d.real} NOT NULL,
+            revoked_at {d.real},
             CHECK ((role = 'admin') = (user_id IS NULL))
         );
-        CREATE INDEX api_keys_user ON api_keys (user_id)
+        CREATE INDEX IF NOT EXISTS api_keys_user ON api_keys (user_id)
     """)
 
 
-def _v4_graph(db: sqlite3.Connection) -> None:
-    run_script(db, """
+def _v4_graph(db: Conn, d: Dialect) -> None:
+    run_script(db, f"""
         CREATE TABLE IF NOT EXISTS ltm_nodes (
             id TEXT PRIMARY KEY,
             type TEXT NOT NULL,
             text TEXT NOT NULL,
-            evidence INTEGER NOT NULL,
-            confidence REAL NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            dropped_at REAL,
-            vector BLOB
+            evidence {d.integer} NOT NULL,
+            confidence {d.real} NOT NULL,
+            created_at {d.real} NOT NULL,
+            updated_at {d.real} NOT NULL,
+            dropped_at {d.real},
+            vector {d.blob}
         );
         CREATE TABLE IF NOT EXISTS ltm_edges (
             id TEXT PRIMARY KEY,
             type TEXT NOT NULL,
             source TEXT NOT NULL,
             target TEXT NOT NULL,
-            evidence INTEGER NOT NULL,
-            confidence REAL NOT NULL,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            dropped_at REAL
+            evidence {d.integer} NOT NULL,
+            confidence {d.real} NOT NULL,
+            created_at {d.real} NOT NULL,
+            updated_at {d.real} NOT NULL,
+            dropped_at {d.real}
         );
         CREATE INDEX IF NOT EXISTS ltm_edges_source ON ltm_edges (source);
         CREATE INDEX IF NOT EXISTS ltm_edges_target ON ltm_edges (target);
@@ -192,7 +199,7 @@ def _v4_graph(db: sqlite3.Connection) -> None:
     """)
 
 
-def _v5_ltm_pending(db: sqlite3.Connection) -> None:
+def _v5_ltm_pending(db: Conn, d: Dialect) -> None:
     run_script(db, """
         CREATE TABLE IF NOT EXISTS ltm_pending (
             user_id TEXT NOT NULL,
@@ -202,6 +209,6 @@ def _v5_ltm_pending(db: sqlite3.Connection) -> None:
     """)
 
 
-#: version -> migration; each runs in one transaction together with its version record
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph,
-                                                               5: _v5_ltm_pending}
+#: version -> migration; each runs in the opening transaction together with its version record
+MIGRATIONS: dict[int, Callable[[Conn, Dialect], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph,
+                                                          5: _v5_ltm_pending}

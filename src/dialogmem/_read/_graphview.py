@@ -5,12 +5,12 @@ and ``Memory.graph_audit``, the admin view of who may see what (``_sleep._visibi
 from __future__ import annotations
 
 from .._graph import LTMGraph, expand_one_hop
-from .._journal import Journal
+from .._journal import GraphRows
 from .._sleep._visibility import GraphAudit, Visibility, audit, supports
 from ._ltm import GraphSearcher
 
 
-def read_graph(journal: Journal, searcher: GraphSearcher, *, subject_key: str | None, query: str | None,
+def read_graph(journal: GraphRows, searcher: GraphSearcher, *, subject_key: str | None, query: str | None,
                limit: int, min_score: float) -> LTMGraph:
     """Live nodes (strongest evidence first, at most ``limit``) and the live edges between them.
 
@@ -44,7 +44,7 @@ def read_graph(journal: Journal, searcher: GraphSearcher, *, subject_key: str | 
     return LTMGraph(nodes=chosen, edges=kept_edges, evidence=evidence)
 
 
-def read_audit(journal: Journal, min_users: int) -> GraphAudit:
+def read_audit(journal: GraphRows, min_users: int) -> GraphAudit:
     """Every live node and edge with its distinct supporters and why it is visible (admin only)."""
     view = journal.graph_view(with_links=False)
     return audit(view.nodes.values(), view.edges.values(), supports(journal.graph_support()), min_users)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from .._graph import GraphEdge, GraphNode, node_id
-from .._journal import Journal
+from .._journal import GraphRows
 from .._models._embed_base import Embedder
 from .._sleep._visibility import Visibility, supports
 from .._store import LTM_SCOPE, IndexFilter, VectorIndex
@@ -79,7 +79,7 @@ class GraphSearcher:
     ``_sync._ltmindex``) answer the similarity search; the journal, the keyword matches and what a hit shows.
     ``min_users``: the k of the visibility rule (``sleep.ltm_min_users``)."""
 
-    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, *, min_users: int) -> None:
+    def __init__(self, journal: GraphRows, index: VectorIndex, embedder: Embedder, *, min_users: int) -> None:
         self.journal = journal
         self.index = index
         self.embedder = embedder

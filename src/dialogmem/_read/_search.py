@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from .._journal import Journal
+from .._journal import UserRows
 from .._settings import ReadSettings, SleepSettings
 from .._store import IndexFilter
 from .._sync._access import AccessLog
@@ -27,7 +27,7 @@ class Searcher:
     """Runs ``Memory.search`` against the open store's parts. ``subject_key(user_id)``: the user's
     opaque key in the graph's evidence links; ``read_only``: a read-only store counts no access."""
 
-    def __init__(self, pipeline: ReadPipeline, graph: GraphSearcher, journal: Journal, access: AccessLog,
+    def __init__(self, pipeline: ReadPipeline, graph: GraphSearcher, journal: UserRows, access: AccessLog,
                  writer: ChangeWriter, usage: UsageTracker, *, read: ReadSettings, sleep: SleepSettings,
                  subject_key: Callable[[str], str], read_only: bool) -> None:
         self.pipeline = pipeline

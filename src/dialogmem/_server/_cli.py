@@ -19,7 +19,7 @@ import typer
 
 from .._config import Config
 from .._errors import DialogmemError
-from .._journal import Journal, open_journal
+from .._journal import KeyRing, open_journal
 from .._sync._maintenance import StorePaths
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def _config(config: Path | None, data_dir: Path | None) -> Config:
 
 
 @contextmanager
-def _journal(config: Path | None, data_dir: Path | None) -> Iterator[Journal]:
+def _journal(config: Path | None, data_dir: Path | None) -> Iterator[KeyRing]:
     cfg = _config(config, data_dir)
     root = Path(cfg.data_dir).expanduser()
     try:

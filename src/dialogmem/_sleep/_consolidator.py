@@ -4,7 +4,7 @@ One cycle, run by ``Memory.sleep()`` (never on the online path):
 
 1. the batch: every active or evicted MTM item of every user committed since the previous cycle
    (new, changed, evicted or compressed), plus items retrieved at least ``MIN_ACCESS`` times with a
-   retrieval since then (reactivated) — ``Journal.consolidation_candidates``;
+   retrieval since then (reactivated) — ``GraphRows.consolidation_candidates``;
 2. knowledge units, de-identified against every speaker name and user id of the store: the LLM
    backend (``LLMUnitExtractor``, consolidation prompt, per-chunk fallback to the rules counted under
    stage ``consolidate``) or the LLM-free one (``RuleUnitExtractor``), chosen by ``use_llm``;
@@ -33,7 +33,7 @@ import numpy as np
 from .._backends import use_llm
 from .._changes import ChangeSet, GraphCommit
 from .._graph import GraphDelta, GraphNode
-from .._journal import Journal
+from .._journal import GraphRows
 from .._models._embed_base import Embedder
 from .._models._llm_base import LLMClient
 from .._settings import SleepSettings
@@ -77,7 +77,7 @@ class _Similar:
 
 
 class LTMConsolidator:
-    def __init__(self, journal: Journal, writer: ChangeWriter, embedder: Embedder, llm: LLMClient,
+    def __init__(self, journal: GraphRows, writer: ChangeWriter, embedder: Embedder, llm: LLMClient,
                  settings: SleepSettings, thresholds: ConsolidationThresholds | None = None) -> None:
         self.journal = journal
         self.writer = writer

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from .._journal import Journal
+from .._journal import MemoryRows
 from .._settings import SleepSettings
 from .._sync._writer import ChangeWriter
 from ..types import SleepReport
@@ -24,7 +24,7 @@ from ._updater import SleepRunner
 class SleepCycle:
     """Runs sleep time's steps in order; ``user_lock`` serialises each user's part with their writes."""
 
-    def __init__(self, journal: Journal, writer: ChangeWriter, sleeper: SleepRunner, evictor: Evictor,
+    def __init__(self, journal: MemoryRows, writer: ChangeWriter, sleeper: SleepRunner, evictor: Evictor,
                  consolidator: LTMConsolidator, user_lock: Callable[[str], AbstractContextManager[None]],
                  settings: SleepSettings, index_min_points: int) -> None:
         self.journal = journal

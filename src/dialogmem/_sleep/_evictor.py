@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
-from .._journal import Journal
+from .._journal import MemoryRows
 from .._sync._writer import ChangeWriter
 from .._types import Event, MemoryRecord
 from ._mtm import EvictionItem, EvictionPlan, compressed_record, plan_eviction
@@ -51,7 +51,7 @@ def eviction_changes(user_id: str, records: list[MemoryRecord], plan: EvictionPl
 
 
 class Evictor:
-    def __init__(self, journal: Journal, writer: ChangeWriter) -> None:
+    def __init__(self, journal: MemoryRows, writer: ChangeWriter) -> None:
         self.journal = journal
         self.writer = writer
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .._backends import use_llm
 from .._changes import ChangeSet, MemoryRemoval, MemoryWrite
-from .._journal import Journal
+from .._journal import MemoryRows
 from .._models import LlamaCppLLM
 from .._models._llm_base import LLMClient
 from .._settings import SleepSettings
@@ -43,7 +43,7 @@ def make_updater(settings: SleepSettings, llm: LLMClient) -> Updater:
 @dataclass
 class SleepRunner:
     index: VectorIndex
-    journal: Journal
+    journal: MemoryRows
     writer: ChangeWriter
     llm: LLMClient
     settings: SleepSettings

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .._config import EmbedderConfig
 from .._errors import ConfigError
-from .._journal import Journal
+from .._journal import MemoryRows
 from .._models._embed import local_identity
 from .._models._factory import embedder_identity
 from .._models._quantize import Quantize
@@ -33,7 +33,7 @@ def recorded_embedder(recorded: str | None, cfg: EmbedderConfig, *, has_memories
     return embedder_identity(cfg.model_copy(update={"quantize": "none"}))
 
 
-def _stored(journal: Journal) -> tuple[str | None, bool]:
+def _stored(journal: MemoryRows) -> tuple[str | None, bool]:
     """The recorded embedder, and whether the store has memories without a record (written before
     the record existed: fp32)."""
     stored = journal.meta(META_KEY)
@@ -51,7 +51,7 @@ def auto_quantize(cfg: EmbedderConfig, recorded: str | None, *, has_memories: bo
     return "none" if has_memories else "int8"
 
 
-def resolve_embedder(journal: Journal, cfg: EmbedderConfig) -> EmbedderConfig:
+def resolve_embedder(journal: MemoryRows, cfg: EmbedderConfig) -> EmbedderConfig:
     """``cfg`` with ``quantize = "auto"`` made concrete for this store (queries then take the same
     graph unless ``query_quantize`` says otherwise); any other value is returned as it is."""
     if cfg.quantize != "auto":
@@ -74,7 +74,7 @@ def mismatch_message(recorded: str, current: str) -> str | None:
             "which embeds them again).")
 
 
-def check_embedder(journal: Journal, cfg: EmbedderConfig, *, read_only: bool) -> None:
+def check_embedder(journal: MemoryRows, cfg: EmbedderConfig, *, read_only: bool) -> None:
     """Record the embedder in a store that has none recorded; refuse another one."""
     stored, unrecorded_memories = _stored(journal)
     recorded = recorded_embedder(stored, cfg, has_memories=unrecorded_memories)

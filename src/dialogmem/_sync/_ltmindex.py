@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._graph import GraphNode
-from .._journal import Journal
+from .._journal import GraphRows
 from .._store import LTM_SCOPE, IndexPoint, VectorIndex
 from .._types import MemoryRecord
 
@@ -34,7 +34,7 @@ def node_point(node: GraphNode, vector: np.ndarray) -> IndexPoint:
     return IndexPoint(record=record, vector=np.asarray(vector, dtype=np.float32))
 
 
-def fill_graph(journal: Journal, index: VectorIndex, ids: Sequence[str] | None = None) -> tuple[int, int]:
+def fill_graph(journal: GraphRows, index: VectorIndex, ids: Sequence[str] | None = None) -> tuple[int, int]:
     """Upsert the live nodes (all, or those of ``ids``) and delete the rest of ``ids`` — or, with
     ``ids=None``, every indexed node that is no longer live. Returns (upserted, deleted)."""
     nodes, matrix = journal.graph_node_vectors(ids)
@@ -48,7 +48,7 @@ def fill_graph(journal: Journal, index: VectorIndex, ids: Sequence[str] | None =
     return len(nodes), len(stale)
 
 
-def sync_graph_index(journal: Journal, index: VectorIndex, touched: Sequence[str] | None = None, *,
+def sync_graph_index(journal: GraphRows, index: VectorIndex, touched: Sequence[str] | None = None, *,
                      force: bool = False) -> bool:
     """Bring the index's node points up to the journal's graph generation: only the ``touched``
     nodes when the index was one generation behind (the commit that touched them), every node

@@ -9,7 +9,7 @@ from pathlib import Path
 from .._changes import ChangeSet, MemoryWrite
 from .._config import Config
 from .._errors import StoreError
-from .._journal import IndexState, Journal, SQLiteJournal
+from .._journal import IndexState, MemoryRows, SQLiteJournal
 from .._store import LTM_SCOPE, EdgeIndex, VectorIndex
 from .._types import Event
 from ..types import RepairReport
@@ -18,7 +18,7 @@ from ._maintenance import IndexMarker, StorePaths
 log = logging.getLogger(__name__)
 
 
-def import_from_index(journal: Journal, index: VectorIndex) -> int:
+def import_from_index(journal: MemoryRows, index: VectorIndex) -> int:
     """Copy every point of ``index`` into the journal's memory rows (a store written before the
     journal held memories, or ``repair --from-index``). Existing rows are left as they are."""
     n = 0

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._changes import ChangeSet, GraphCommit
 from .._errors import ConfigError, DiskFullError, StoreError
-from .._journal import IndexState, Journal, stored_precision
+from .._journal import IndexSource, IndexState, MemoryRows, stored_precision
 from .._models._embed_base import Embedder
 from .._store import IndexPoint, VectorIndex
 from .._store._base import JournalBoundIndex
@@ -50,7 +50,7 @@ _INDEX_BATCH = 500
 
 
 class ChangeWriter:
-    def __init__(self, journal: Journal, index: VectorIndex, embedder: Embedder, access: AccessLog,
+    def __init__(self, journal: IndexSource, index: VectorIndex, embedder: Embedder, access: AccessLog,
                  usage: PendingUsage, *, sync_every: int = 2000) -> None:
         self.journal = journal
         self.index = index
@@ -339,7 +339,7 @@ class FillOutcomes:
         self.synced: list[str] = []
         self.failed: list[tuple[str, str]] = []
 
-    def mark(self, journal: Journal) -> None:
+    def mark(self, journal: MemoryRows) -> None:
         """Record the outcomes in the journal's outbox (and forget them)."""
         if self.synced:
             journal.mark_index(self.synced, IndexState.SYNCED)
@@ -348,7 +348,7 @@ class FillOutcomes:
         self.synced, self.failed = [], []
 
 
-def fill_index(journal: Journal, embedder: Embedder, index: VectorIndex, *, user_id: str | None = None,
+def fill_index(journal: MemoryRows, embedder: Embedder, index: VectorIndex, *, user_id: str | None = None,
                mark: bool = True, outcomes: FillOutcomes | None = None) -> int:
     """Insert every active journal row (of one user, or all) into ``index``, which is not the
     writer's own: a rebuild, or the per-user copy a read-only store searches. With ``mark``, the

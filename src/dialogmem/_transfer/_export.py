@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._files import Destination, writing
-from .._journal import Journal, TurnStatus
+from .._journal import TurnStatus, UserRows
 from .._types import ExportReport
 from ._portable import (
     EndLine,
@@ -35,7 +35,7 @@ _STATUSES: tuple[MemoryStatus, ...] = ("active", "evicted", "deleted")
 class Exporter:
     """Writes users' records from a journal; ``embedder`` names the embedder that wrote its vectors."""
 
-    def __init__(self, journal: Journal, embedder: str) -> None:
+    def __init__(self, journal: UserRows, embedder: str) -> None:
         self.journal = journal
         self.embedder = embedder
 

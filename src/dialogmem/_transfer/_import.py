@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from .._errors import InputError, first_problem
 from .._files import Destination
 from .._input import check_bounded_text, check_id, check_metadata, check_record
-from .._journal import Journal, TurnStatus
+from .._journal import TurnStatus, UserRows
 from .._models._embed_base import Embedder
 from .._settings import WriteSettings
 from .._store._payload import point_id
@@ -76,7 +76,7 @@ class Importer:
     (the index side) and its embedder (vectors a file lacks, or made by another embedder);
     ``user_lock`` serialises each user's writes with the store's other writers."""
 
-    def __init__(self, journal: Journal, writer: ChangeWriter, embedder: Embedder, embedder_id: str,
+    def __init__(self, journal: UserRows, writer: ChangeWriter, embedder: Embedder, embedder_id: str,
                  write: WriteSettings, user_lock: Callable[[str], AbstractContextManager[None]],
                  index_min_points: int) -> None:
         self.journal = journal

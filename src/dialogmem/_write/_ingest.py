@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._changes import ChangeSet, MemoryWrite
-from .._journal import Journal, TurnStatus
+from .._journal import TurnStatus, UserRows
 from .._store import IndexFilter, VectorIndex
 from .._sync._writer import ChangeWriter
 from .._types import Event, MemoryRecord, Turn
@@ -51,7 +51,7 @@ class IngestResult:
 
 
 class Ingest:
-    def __init__(self, journal: Journal, writer: ChangeWriter, index: VectorIndex, stages: WriteStages) -> None:
+    def __init__(self, journal: UserRows, writer: ChangeWriter, index: VectorIndex, stages: WriteStages) -> None:
         self.journal = journal
         self.writer = writer
         self.index = index  # the nearest stored items (synthesis, the per-turn writer's reconciliation)
