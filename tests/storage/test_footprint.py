@@ -8,6 +8,7 @@ import json
 import sqlite3
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -156,3 +157,19 @@ def test_a_new_journal_packs_rows_into_8_kb_pages_and_an_old_one_keeps_its_own(t
     with sqlite3.connect(old_path) as db:
         assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
         assert db.execute("SELECT x FROM keep_me").fetchall() == [(7,)]
+
+
+def test_a_journal_row_keeps_the_record_without_its_defaults(make_memory: Any, tmp_path: Path) -> None:
+    mem = make_memory()
+    mem.add([{"name": "Ann", "content": "I moved to Lisbon in May to teach piano."}], "u", session_id="s")
+    [before] = mem.get_all("u")
+    with sqlite3.connect(tmp_path / "store" / "journal.sqlite3") as db:
+        [(raw,)] = db.execute("SELECT payload FROM memories").fetchall()
+    fields = json.loads(raw)
+    assert "update_queue" not in fields and "confidence" not in fields and "access_count" not in fields
+    assert fields["memory"] == before.memory and fields["session_id"] == "s"
+    assert len(raw) < len(before.model_dump_json()) - 200
+    mem.close()
+    again = make_memory()  # the same store, reopened: the record reads back whole
+    [after] = again.get_all("u")
+    assert after == before

@@ -80,7 +80,7 @@ def packed_record(record: MemoryRecord) -> str:
     """The record as JSON without the fields that hold their default, which reading fills back in:
     a rule memory's record leaves out about 20 of its 31 fields, ~390 of ~710 bytes a point (every
     index keeps one per memory), and pydantic writes it faster than the whole record. The record's
-    defaults are therefore part of the stored format: tests/storage/test_payload_format.py pins
+    defaults are therefore part of the stored format: tests/storage/test_footprint.py pins
     them, so that changing one is a decision about the points already written."""
     return record.model_dump_json(exclude_defaults=True)
 
