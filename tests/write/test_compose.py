@@ -183,11 +183,12 @@ class _VectorsOnly:
 
 def test_auto_composes_where_the_embedder_gives_masses_and_embeds_text_elsewhere() -> None:
     local = LocalEmbedder(quantize="int8")
-    assert WriteSettings().vectors == "auto"
-    auto = make_write_stages(WriteSettings(), NoLLM(), local)
+    assert WriteSettings().vectors == "text"  # the default: recall at 512 tokens not yet within 0.005
+    assert make_write_stages(WriteSettings(), NoLLM(), local).parts is None
+    auto = make_write_stages(WriteSettings(vectors="auto"), NoLLM(), local)
     assert auto.parts is not None and auto.parts.context_weight == CONTEXT_WEIGHT
     assert make_write_stages(WriteSettings(vectors="text"), NoLLM(), local).parts is None
-    assert make_write_stages(WriteSettings(), NoLLM(), _VectorsOnly()).parts is None
+    assert make_write_stages(WriteSettings(vectors="auto"), NoLLM(), _VectorsOnly()).parts is None
     turns = make_write_stages(WriteSettings(vectors="turns"), NoLLM(), _VectorsOnly())
     assert turns.parts is not None and turns.parts.context_weight == UNIT_CONTEXT_WEIGHT
 
