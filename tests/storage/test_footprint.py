@@ -173,3 +173,17 @@ def test_a_journal_row_keeps_the_record_without_its_defaults(make_memory: Any, t
     again = make_memory()  # the same store, reopened: the record reads back whole
     [after] = again.get_all("u")
     assert after == before
+
+
+def test_a_float16_index_builds_its_graph_at_the_point_count_float32_did(tmp_path: Path) -> None:
+    """Edge counts its indexing threshold in KB of stored vectors, which float16 halves: the shard is
+    given half the KB, so a graph is built for as many points as before (here 100 KB of float32
+    vectors: 800 points of 32 dimensions; 1,000 points of float16 are only 62.5 KB)."""
+    idx = EdgeIndex(tmp_path / "index", dim=DIM, indexing_threshold_kb=100)
+    try:
+        idx.upsert([IndexPoint(record=_record("u1", f"m{i}"), vector=v) for i, v in enumerate(_units(1000))])
+        idx.optimize()
+        assert idx.info().indexed_vectors_count >= 1000  # the dense graph (BM25 counts as indexed too)
+        assert idx.unindexed() == 0
+    finally:
+        idx.close()

@@ -49,7 +49,9 @@ _DENSE_PARAMS = q.SearchParams(quantization=q.QuantizationSearchParams(rescore=T
 #: the kernel to read them ahead (``_read_ahead``), which costs no RSS until a search maps a page.
 _SEARCHED_FILES = ("vector_storage-dense/matrix.dat", "vector_storage-dense/vectors/chunk_*.mmap",
                    "vector_index-bm25/inverted_index.dat")
-_READ_AHEAD_STEP = 8 * MIB  # the kernel reads at most a few MiB a hint: hint the file part by part
+_READ_AHEAD_STEP = 8 * MIB
+#: Edge's default indexing threshold, KB of float32 vectors (``indexing_threshold_kb`` is read so too)
+EDGE_INDEXING_KB = 10_000  # the kernel reads at most a few MiB a hint: hint the file part by part
 
 
 class EdgeIndex(ScopedIndex):
@@ -69,9 +71,15 @@ class EdgeIndex(ScopedIndex):
         super().__init__(dim=dim)
         self.path = Path(path)
         self._room = DiskRoom(self.path, reserve=min_free_mb * MIB, label=self._label)
-        segment_kb = None if segment_points is None else max(1, segment_points * dim * 4 // 1024)
         existing = (self.path / _CONFIG_FILE).exists() or (self.path / "segments").exists()
         datatype = _stored_datatype(self.path) if existing else q.VectorStorageDatatype.Float16
+        # Edge sizes segments and its indexing threshold in KB of stored vectors: float16 halves them,
+        # so both are scaled to keep the point counts they meant with float32 (a graph is built for
+        # the same ~6,700 points of MiniLM, a segment holds the same ``segment_points``)
+        value_bytes = 2 if datatype == q.VectorStorageDatatype.Float16 else 4
+        segment_kb = None if segment_points is None else max(1, segment_points * dim * value_bytes // 1024)
+        if value_bytes != 4:
+            indexing_threshold_kb = max(1, (indexing_threshold_kb or EDGE_INDEXING_KB) * value_bytes // 4)
         config = _edge_config(dim, indexing_threshold_kb, search_threads, segment_kb, datatype)
         # loading touches every page of the payload and vector files (on tmpfs that allocates them)
         self._room.check("open", opening_new=not existing)
