@@ -123,16 +123,18 @@ def add_turns(mem: Memory, samples: list[dict], mode: str, chats: Path) -> int:
 @dataclass
 class PathRun:
     mode: str
+    vectors: str
     turns: int
     wall: float
     counts: Counts
     embedded_texts: list[str]
 
 
-def run_path(samples: list[dict], mode: str, chats: Path) -> PathRun:
+def run_path(samples: list[dict], mode: str, chats: Path, vectors: str | None = None) -> PathRun:
     root = Path(tempfile.mkdtemp(prefix="dm-ingest-"))
     try:
-        with Memory(data_dir=root / "store") as mem:
+        settings: dict[str, Any] = {"write": {"vectors": vectors}} if vectors else {}
+        with Memory(data_dir=root / "store", **settings) as mem:
             mem.add("warm-up", user_id="warmup", flush=True)  # model load is not ingest
             counts = Counts()
             counts.install(mem)
@@ -145,7 +147,8 @@ def run_path(samples: list[dict], mode: str, chats: Path) -> PathRun:
             for sample in samples:
                 first = sessions(sample)[0][2][0]["content"]
                 assert mem.search(first, sample["sample_id"], limit=10).hits, "nothing searchable"
-        return PathRun(mode, turns, wall, counted, list(counted.texts))
+            shipped = mem.config.write.vectors
+        return PathRun(mode, shipped, turns, wall, counted, list(counted.texts))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -239,6 +242,8 @@ def main() -> None:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--sessions", type=int, default=None, help="only the first N sessions of each conversation")
     ap.add_argument("--no-bare", action="store_true", help="skip the bare onnxruntime comparison")
+    ap.add_argument("--vectors", default="", help="comma-separated write.vectors settings to run each path "
+                    "with, alternating (e.g. text,auto); default: the shipped setting")
     args = ap.parse_args()
     data = json.loads(args.data.read_text())
     wanted = set(args.conversations.split(","))
@@ -253,7 +258,8 @@ def main() -> None:
         enc_lines, n_lines = encoder_rate(lines)
         print(f"data: {', '.join(s['sample_id'] for s in samples)} ({n_lines} turns, {len(lines)} sessions)")
         print(f"encoder alone, turn lines ('Speaker: text', one call per session): {enc_lines:.1f} texts/s")
-        runs = [run_path(samples, mode, chats) for mode in modes]
+        settings: list[str | None] = [v for v in args.vectors.split(",") if v] or [None]
+        runs = [run_path(samples, mode, chats, vectors) for mode in modes for vectors in settings]
         # the texts the session path embedded, through the encoder alone in the same call shape
         by_call = _texts_by_session(runs, lines)
         enc_texts, _ = encoder_rate(by_call)
@@ -261,12 +267,12 @@ def main() -> None:
         if not args.no_bare:
             bare_onnx([t for call in by_call for t in call])
         print()
-        print(f"{'path':<14}{'turns/s':>9}{'x lines':>9}{'x texts':>9}{'embeds/turn':>13}"
+        print(f"{'path':<14}{'vectors':>8}{'turns/s':>9}{'x lines':>9}{'x texts':>9}{'embeds/turn':>13}"
               f"{'enc calls/turn':>16}{'tx/turn':>9}{'idx writes/turn':>17}{'points/turn':>13}")
         for r in runs:
             rate = r.turns / r.wall
             c = r.counts
-            print(f"{r.mode:<14}{rate:>9.1f}{rate / enc_lines:>9.2f}{rate / enc_texts:>9.2f}"
+            print(f"{r.mode:<14}{r.vectors:>8}{rate:>9.1f}{rate / enc_lines:>9.2f}{rate / enc_texts:>9.2f}"
                   f"{len(c.texts) / r.turns:>13.2f}{c.embed_calls / r.turns:>16.3f}{c.transactions / r.turns:>9.3f}"
                   f"{c.index_writes / r.turns:>17.3f}{c.index_points / r.turns:>13.2f}")
     finally:

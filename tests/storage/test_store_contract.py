@@ -28,6 +28,7 @@ from dialogmem._store import (
     VectorIndex,
     open_index,
 )
+from dialogmem._store._payload import half_precision
 from dialogmem._types import ScoredRecord
 
 DIM = 384
@@ -94,9 +95,11 @@ def full_record(user: str) -> MemoryRecord:
 
 
 def put(idx: VectorIndex, records: list[MemoryRecord], seed: int = 0) -> np.ndarray:
+    """Upsert ``records`` with random unit vectors; returns what every index stores of them: their
+    half-precision values (``half_precision``; the write path hands over vectors rounded so)."""
     vecs = unit(np.random.default_rng(seed), len(records))
     idx.upsert([IndexPoint(record=r, vector=v) for r, v in zip(records, vecs, strict=True)])
-    return vecs
+    return np.stack([half_precision(v) for v in vecs])
 
 
 # -- round trip and writes ---------------------------------------------------------------------
@@ -561,7 +564,7 @@ def test_edge_keeps_payloads_in_memory(tmp_path: Path) -> None:
 
 
 def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: Path) -> None:
-    """A built segment keeps the float32 vectors on disk ("Cold") and an int8 copy in RAM for the graph;
+    """A built segment keeps the float16 vectors on disk ("Cold") and an int8 copy in RAM for the graph;
     a search rescores its candidates with the originals: scores are the exact cosines, top-k recall
     holds, and ``retrieve`` gives back the vectors as written."""
     import json
@@ -571,7 +574,7 @@ def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: P
     idx = EdgeIndex(tmp_path / "index", dim=DIM, indexing_threshold_kb=100)
     try:
         recs = [record("u1", f"r{i}") for i in range(n)]
-        vecs = unit(rng, n)
+        vecs = np.stack([half_precision(v) for v in unit(rng, n)])  # what the index keeps (float16 on disk)
         for s in range(0, n, 500):
             idx.upsert([IndexPoint(record=r, vector=v) for r, v in zip(recs[s:s + 500], vecs[s:s + 500], strict=True)])
         idx.optimize()
@@ -585,7 +588,7 @@ def test_edge_graph_walks_an_int8_copy_and_scores_with_the_originals(tmp_path: P
         recall = []
         by_id = {r.id: i for i, r in enumerate(recs)}
         for q, hits in zip(queries, idx.dense_search_batch("u1", queries, limit=k), strict=True):
-            exact = vecs @ q
+            exact = vecs @ half_precision(q)  # queries are scored at half precision too
             truth = {recs[i].id for i in np.argsort(-exact)[:k]}
             recall.append(len(truth & {h.record.id for h in hits}) / k)
             np.testing.assert_allclose([h.score for h in hits], [exact[by_id[h.record.id]] for h in hits], atol=1e-5)
@@ -662,8 +665,8 @@ def test_edge_shard_written_before_the_int8_copy_still_opens(tmp_path: Path, mon
 
     import dialogmem._store._edge as edge
 
-    def before(dim: int, indexing_threshold_kb: int | None, search_threads: int, segment_kb: int | None = None
-               ) -> q.EdgeConfig:
+    def before(dim: int, indexing_threshold_kb: int | None, search_threads: int, segment_kb: int | None = None,
+               datatype: object = None) -> q.EdgeConfig:
         return q.EdgeConfig(vectors={edge.DENSE: q.EdgeVectorParams(size=dim, distance=q.Distance.Cosine)},
                             sparse_vectors={edge.SPARSE: q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},
                             payload_memory=q.Memory.Cached, max_search_threads=search_threads)
@@ -680,7 +683,8 @@ def test_edge_shard_written_before_the_int8_copy_still_opens(tmp_path: Path, mon
     try:
         assert again.count("u1") == 50
         for rec, vec in again.retrieve([r.id for r in recs], "u1", with_vectors=True):
-            np.testing.assert_allclose(vec, vecs[[r.id for r in recs].index(rec.id)], atol=1e-6)
+            # float32 storage: the half values as Edge normalised them (a few 1e-6 away)
+            np.testing.assert_allclose(vec, vecs[[r.id for r in recs].index(rec.id)], atol=1e-5)
         assert again.dense_search("u1", vecs[7], limit=1)[0].record.id == recs[7].id
     finally:
         again.close()

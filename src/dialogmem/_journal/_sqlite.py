@@ -21,6 +21,8 @@ from ._sql import SQLJournal
 
 log = logging.getLogger(__name__)
 
+PAGE_SIZE = 8192  # bytes a page of a journal created from now on
+
 
 class SQLiteJournal(SQLJournal):
     """Durable bookkeeping of one store in one SQLite file. Thread-safe."""
@@ -34,6 +36,10 @@ class SQLiteJournal(SQLJournal):
         try:
             self._db = sqlite3.connect(target, uri=read_only, check_same_thread=False, isolation_level=None)
             if not read_only:
+                # A new file only (it fixes the size when the first table is made; an existing file
+                # keeps its own): a memories row (~1.6 KB with its float16 vector) packs 5 to an 8 KB
+                # page against 2 to a 4 KB one, 2,455 -> 2,104 B a memory (issue 45).
+                self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA busy_timeout=10000")

@@ -21,7 +21,8 @@ _MS = "com.microsoft"
 
 
 def build_fused_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
-    """ONNX model: (input_ids, attention_mask) int64 [B, S] -> L2-normalised mean-pooled [B, H]."""
+    """ONNX model: (input_ids, attention_mask) int64 [B, S] -> L2-normalised mean-pooled [B, H], and
+    ``pooled_norm`` [B, 1], the mean's norm before normalisation."""
     from onnx import TensorProto
 
     hidden = int(config["hidden_size"])
@@ -64,4 +65,6 @@ def build_fused_model(w: dict[str, np.ndarray], config: dict[str, Any]) -> Any:
         x = skip_ln(matmul(gelu, f"{p}.output.dense"), x, f"{p}.output.dense", f"{p}.output.LayerNorm")
 
     g.mean_pool_normalised(x, op("Cast", ["attention_mask"], to=TensorProto.FLOAT))
-    return g.model("sentence_encoder_fused", hidden, [("", 17), (_MS, 1)])
+    # the norm of the mean before normalisation: with a text's token count it gives back the sum of its
+    # token states, which composes memory vectors from their lines' vectors (``_write/_compose.py``)
+    return g.model("sentence_encoder_fused", hidden, [("", 17), (_MS, 1)], ("pooled_norm",))

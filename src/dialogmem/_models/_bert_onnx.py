@@ -29,8 +29,9 @@ from ._onnx_graph import GraphParts
 
 log = logging.getLogger(__name__)
 
-# bump when the cached graph changes, so stale cache files are not reused (2: fused kernels)
-GRAPH_VERSION = 2
+# bump when the cached graph changes, so stale cache files are not reused (2: fused kernels; 3: the
+# pooled norm as a second output, the vectors unchanged)
+GRAPH_VERSION = 3
 _OPSET = 17
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "BF16": None}
 

@@ -197,27 +197,35 @@ class LocalEmbedder:
     # -- embedding ----------------------------------------------------------------------
     def embed(self, texts: Sequence[str], *, stage: str = "embed") -> np.ndarray:
         """(len(texts), 384) float32, rows L2-normalised; empty input gives (0, 384)."""
+        return self._embed(texts, stage=stage, query=False)[0]
+
+    def embed_parts(self, texts: Sequence[str], *, stage: str = "embed") -> tuple[np.ndarray, np.ndarray]:
+        """``embed``'s vectors and each text's mass (len(texts),): its token count (special tokens
+        included, as the mean counts them) times the norm of its mean-pooled state before
+        normalisation, so ``vector * mass`` is the sum of the text's token states. A text made of
+        several lines has roughly the sum of its lines' sums (attention across lines aside):
+        ``_write/_compose.py`` builds memory vectors from line vectors that way."""
         return self._embed(texts, stage=stage, query=False)
 
-    def _embed(self, texts: Sequence[str], *, stage: str, query: bool) -> np.ndarray:
+    def _embed(self, texts: Sequence[str], *, stage: str, query: bool) -> tuple[np.ndarray, np.ndarray]:
         texts = _check_texts(texts)
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=np.float32)
         self.load()
         started = time.perf_counter()
         if self.engine == "onnx":
             quantize = self.query_quantize if query else self.quantize
             if quantize == "int8" and self.threads > 1 and len(texts) >= LANE_MIN_TEXTS:
-                vectors, tokens = self._embed_lanes(texts, query=query)
+                vectors, masses, tokens = self._embed_lanes(texts, query=query)
             else:
-                vectors, tokens = self._embed_onnx(texts, self._query_session if query else self._session,
-                                                   batch_size=1 if quantize == "int8" else self.batch_size)
+                vectors, masses, tokens = self._embed_onnx(texts, self._query_session if query else self._session,
+                                                           batch_size=1 if quantize == "int8" else self.batch_size)
         else:
-            vectors, tokens = self._embed_torch(texts)
+            vectors, masses, tokens = self._embed_torch(texts)
         if self.usage is not None:
             self.usage.record("embedding", stage, prompt_tokens=tokens,
                               latency_ms=(time.perf_counter() - started) * 1000.0)
-        return vectors
+        return vectors, masses
 
     def embed_query(self, text: str, *, stage: str = "embed") -> np.ndarray:
         """(384,) float32, L2-normalised; served from the query cache when the text was seen."""
@@ -231,7 +239,7 @@ class LocalEmbedder:
         generation = self.query_cache.generation  # a clear while this embeds keeps its vectors out
         found = self.query_cache.lookup(texts)
         missing = sorted({t for t, v in zip(texts, found, strict=True) if v is None})
-        fresh = (dict(zip(missing, self._embed(missing, stage=stage, query=True), strict=True))
+        fresh = (dict(zip(missing, self._embed(missing, stage=stage, query=True)[0], strict=True))
                  if missing else {})
         self.query_cache.store(list(fresh), np.asarray(list(fresh.values())).reshape(len(fresh), self.dim),
                                generation=generation)
@@ -240,7 +248,7 @@ class LocalEmbedder:
             out[i] = vector if vector is not None else fresh[text]
         return out
 
-    def _embed_lanes(self, texts: list[str], *, query: bool) -> tuple[np.ndarray, int]:
+    def _embed_lanes(self, texts: list[str], *, query: bool) -> tuple[np.ndarray, np.ndarray, int]:
         """A list through the int8 graph, one text at a time as always, on ``threads`` one-thread
         sessions side by side (onnxruntime releases the GIL while it runs). A long text spends
         most of its time in attention, which batching does not speed up (memory windows of ~110
@@ -255,9 +263,11 @@ class LocalEmbedder:
             done = list(pool.map(lambda lane, idx: self._embed_onnx([texts[i] for i in idx], lane, batch_size=1),
                                  lanes, shares))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for idx, (vectors, _) in zip(shares, done, strict=True):
+        masses = np.empty(len(texts), dtype=np.float32)
+        for idx, (vectors, lane_masses, _) in zip(shares, done, strict=True):
             out[idx] = vectors
-        return out, sum(tokens for _, tokens in done)
+            masses[idx] = lane_masses
+        return out, masses, sum(tokens for _, _, tokens in done)
 
     def _lane_sessions(self, quantize: Quantize) -> list[Any]:
         lanes = self._lanes.get(quantize)
@@ -269,31 +279,38 @@ class LocalEmbedder:
                                                      for _ in range(self.threads)]
         return lanes
 
-    def _embed_onnx(self, texts: list[str], session: Any, *, batch_size: int) -> tuple[np.ndarray, int]:
+    def _embed_onnx(self, texts: list[str], session: Any, *, batch_size: int) -> tuple[np.ndarray, np.ndarray, int]:
         # Sorting by length keeps padding small inside each batch. The int8 graph quantises
         # activations per tensor, i.e. over the whole batch: a text's vector would depend on its batch
         # neighbours (cosine down to 0.987), so it runs one text at a time (batch_size 1), which keeps
         # a vector a function of its text alone (~15% more CPU in bulk; one-text calls are the norm).
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        masses = np.empty(len(texts), dtype=np.float32)
         tokens = 0
         for lo in range(0, len(order), batch_size):
             idx = order[lo:lo + batch_size]
             encodings = self._tokenizer.encode_batch([texts[i] for i in idx])
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-            tokens += int(mask.sum())
+            counts = mask.sum(axis=1)
+            tokens += int(counts.sum())
             try:
-                out[idx] = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+                vectors, norms = session.run(["sentence_embedding", "pooled_norm"],
+                                             {"input_ids": ids, "attention_mask": mask})
             except Exception as exc:  # onnxruntime's own exception types
                 raise StoreError(f"the ONNX embedder failed on {len(idx)} texts: {_first_line(exc)}") from exc
-        return out, tokens
+            out[idx] = vectors
+            masses[idx] = counts * np.asarray(norms, dtype=np.float32).reshape(-1)
+        return out, masses, tokens
 
-    def _embed_torch(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        vectors = self._st.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                  convert_to_numpy=True, show_progress_bar=False)
-        tokens = sum(min(len(ids), MAX_TOKENS) for ids in self._st.tokenizer(texts)["input_ids"])
-        return np.asarray(vectors, dtype=np.float32), tokens
+    def _embed_torch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+        pooled = np.asarray(self._st.encode(texts, batch_size=self.batch_size, normalize_embeddings=False,
+                                            convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+        counts = np.array([min(len(ids), MAX_TOKENS) for ids in self._st.tokenizer(texts)["input_ids"]],
+                          dtype=np.float32)
+        norms = np.maximum(np.linalg.norm(pooled, axis=1), 1e-12)
+        return _l2_normalise(pooled), counts * norms, int(counts.sum())
 
 
 def local_identity(quantize: Quantize = "none") -> str:

@@ -35,7 +35,8 @@ class GraphParts:
 
     def mean_pool_normalised(self, x: str, mask: str) -> None:
         """``sentence_embedding``: mean over real tokens, then L2 normalisation (the clamps of
-        sentence-transformers). ``mask`` is the float attention mask [B, S]."""
+        sentence-transformers). ``mask`` is the float attention mask [B, S]. The mean's norm before
+        normalisation is the tensor ``pooled_norm`` [B, 1] (an output where the model lists it)."""
         from onnx import helper
 
         i64 = np.int64
@@ -44,9 +45,9 @@ class GraphParts:
         count = self.op("Max", [self.op("ReduceSum", [mask3, self.const(np.array([1], i64))], keepdims=0),
                                 self.const(np.array(1e-9, np.float32))])
         mean = self.op("Div", [summed, count])
-        norm = self.op("Max", [self.op("ReduceL2", [mean], axes=[1], keepdims=1),
-                               self.const(np.array(1e-12, np.float32))])
-        self.nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"]))
+        self.nodes.append(helper.make_node("Max", [self.op("ReduceL2", [mean], axes=[1], keepdims=1),
+                                                   self.const(np.array(1e-12, np.float32))], ["pooled_norm"]))
+        self.nodes.append(helper.make_node("Div", [mean, "pooled_norm"], ["sentence_embedding"]))
 
     def model(self, name: str, hidden: int, opsets: list[tuple[str, int]], extra_outputs: tuple[str, ...] = ()) -> Any:
         """The model; ``extra_outputs``: more float tensors of the graph to return (shapes left open)."""

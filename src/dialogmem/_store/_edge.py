@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -48,7 +49,9 @@ _DENSE_PARAMS = q.SearchParams(quantization=q.QuantizationSearchParams(rescore=T
 #: the kernel to read them ahead (``_read_ahead``), which costs no RSS until a search maps a page.
 _SEARCHED_FILES = ("vector_storage-dense/matrix.dat", "vector_storage-dense/vectors/chunk_*.mmap",
                    "vector_index-bm25/inverted_index.dat")
-_READ_AHEAD_STEP = 8 * MIB  # the kernel reads at most a few MiB a hint: hint the file part by part
+_READ_AHEAD_STEP = 8 * MIB
+#: Edge's default indexing threshold, KB of float32 vectors (``indexing_threshold_kb`` is read so too)
+EDGE_INDEXING_KB = 10_000  # the kernel reads at most a few MiB a hint: hint the file part by part
 
 
 class EdgeIndex(ScopedIndex):
@@ -68,9 +71,16 @@ class EdgeIndex(ScopedIndex):
         super().__init__(dim=dim)
         self.path = Path(path)
         self._room = DiskRoom(self.path, reserve=min_free_mb * MIB, label=self._label)
-        segment_kb = None if segment_points is None else max(1, segment_points * dim * 4 // 1024)
-        config = _edge_config(dim, indexing_threshold_kb, search_threads, segment_kb)
         existing = (self.path / _CONFIG_FILE).exists() or (self.path / "segments").exists()
+        datatype = _stored_datatype(self.path) if existing else q.VectorStorageDatatype.Float16
+        # Edge sizes segments and its indexing threshold in KB of stored vectors: float16 halves them,
+        # so both are scaled to keep the point counts they meant with float32 (a graph is built for
+        # the same ~6,700 points of MiniLM, a segment holds the same ``segment_points``)
+        value_bytes = 2 if datatype == q.VectorStorageDatatype.Float16 else 4
+        segment_kb = None if segment_points is None else max(1, segment_points * dim * value_bytes // 1024)
+        if value_bytes != 4:
+            indexing_threshold_kb = max(1, (indexing_threshold_kb or EDGE_INDEXING_KB) * value_bytes // 4)
+        config = _edge_config(dim, indexing_threshold_kb, search_threads, segment_kb, datatype)
         # loading touches every page of the payload and vector files (on tmpfs that allocates them)
         self._room.check("open", opening_new=not existing)
         with backend_errors(f"opening the edge index at {self.path}"):
@@ -249,16 +259,32 @@ def _occupied(path: Path) -> int:
     return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
 
 
+def _stored_datatype(path: Path) -> q.VectorStorageDatatype:
+    """The dense vectors' storage type of the shard at ``path``, which loading must repeat: float16
+    since this release, float32 for a shard created before (its config file names none). A shard
+    without a readable config file is one Edge itself will judge when it loads."""
+    try:
+        saved = json.loads((path / _CONFIG_FILE).read_text(encoding="utf-8"))["vectors"][DENSE]
+    except (OSError, ValueError, KeyError, TypeError):
+        return q.VectorStorageDatatype.Float32
+    if saved.get("datatype") == "float16":
+        return q.VectorStorageDatatype.Float16
+    return q.VectorStorageDatatype.Float32
+
+
 def _edge_config(dim: int, indexing_threshold_kb: int | None, search_threads: int,
-                 segment_kb: int | None = None) -> q.EdgeConfig:
+                 segment_kb: int | None = None,
+                 datatype: q.VectorStorageDatatype = q.VectorStorageDatatype.Float16) -> q.EdgeConfig:
     # Without a largest segment size every build merged the new points into one segment and rebuilt
     # the whole graph: at 10^5 points of one user, 11-34 s per build whatever was new; capped, a
     # build costs the new points (measured in this commit's note).
     optimizers = (q.EdgeOptimizersConfig(indexing_threshold=indexing_threshold_kb, max_segment_size=segment_kb)
                   if indexing_threshold_kb is not None or segment_kb is not None else None)
     return q.EdgeConfig(
+        # Originals in float16 (768 B a MiniLM vector instead of 1,536): every index stores half
+        # precision values (``_payload.half_precision``), so float16 holds them exactly.
         vectors={DENSE: q.EdgeVectorParams(
-            size=dim, distance=q.Distance.Cosine, memory=q.Memory.Cold,
+            size=dim, distance=q.Distance.Cosine, memory=q.Memory.Cold, datatype=datatype,
             quantization_config=q.ScalarQuantizationConfig(type=q.ScalarType.Int8, quantile=0.99,
                                                            memory=q.Memory.Cached))},
         sparse_vectors={SPARSE: q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},

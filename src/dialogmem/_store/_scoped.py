@@ -28,6 +28,7 @@ from ._payload import (
     dense_array,
     dense_list,
     from_payload,
+    half_precision,
     merge_payload,
     point_id,
     point_ids,
@@ -64,7 +65,8 @@ class ScopedIndex(ABC):
             pid = point_id(p.record.id)
             if pid is None:
                 raise InputError(f"record id must be a UUID string, got {p.record.id!r}")
-            rows.append((pid, dense_list(p.vector, self.dim), self._bm25.document(p.record),
+            # vectors are stored at half precision (float16 values) by every backend
+            rows.append((pid, dense_list(half_precision(p.vector), self.dim), self._bm25.document(p.record),
                          to_payload(p.record)))
         if rows:
             with self._io("upsert"):
@@ -169,7 +171,7 @@ class ScopedIndex(ABC):
         prefetch = prefetch_size(limit, prefetch_limit)
         if dense_weight is not None and not 0.0 <= dense_weight <= 1.0:
             raise InputError(f"dense_weight must be between 0 and 1, got {dense_weight}")
-        views = [(scope(user_id, f), dense_list(v, self.dim), self._bm25.query(t))
+        views = [(scope(user_id, f), dense_list(half_precision(v), self.dim), self._bm25.query(t))
                  for v, t, f in zip(rows, texts, filters, strict=True)]
         if not views:
             return []
@@ -196,7 +198,7 @@ class ScopedIndex(ABC):
 
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
                      flt: IndexFilter | None = None) -> list[ScoredRecord]:
-        spec = SearchSpec(scope(user_id, flt), check_limit(limit), dense=dense_list(vector, self.dim))
+        spec = SearchSpec(scope(user_id, flt), check_limit(limit), dense=dense_list(half_precision(vector), self.dim))
         return self._search([spec], "dense_search")[0]
 
     def lexical_search(self, user_id: str, text: str, *, limit: int,
@@ -209,7 +211,7 @@ class ScopedIndex(ABC):
                            ) -> list[list[ScoredRecord]]:
         rows, filters = _batch(vectors, flts)
         check_limit(limit)
-        specs = [SearchSpec(scope(user_id, f), limit, dense=dense_list(v, self.dim))
+        specs = [SearchSpec(scope(user_id, f), limit, dense=dense_list(half_precision(v), self.dim))
                  for v, f in zip(rows, filters, strict=True)]
         return self._search(specs, "dense_search_batch") if specs else []
 

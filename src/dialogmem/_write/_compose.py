@@ -1,10 +1,18 @@
-"""Memory vectors made of their turns' vectors (``write.vectors = "turns"``).
+"""Memory vectors made of their turns' vectors (``write.vectors``: "auto" with the local embedder, or "turns").
 
 An LLM-free memory is its turn and the turns before it (``write.context_turns``), so consecutive
 memories share most of their text and embedding each window embeds every turn three times, in a
-text three times as long. Here a memory's vector is the weighted sum of its parts' vectors (the
-turn's own line weighs 1, each context turn ``context_weight``), normalised; each part is
-embedded once and remembered, so a turn arriving alone costs one embedding of its own line.
+text three times as long. Here each part (a turn's line) is embedded once and remembered, and a
+memory's vector is made of its parts' vectors, so a turn arriving alone costs one embedding of its
+own line.
+
+How they are summed follows the encoder. all-MiniLM-L6-v2 averages its token states and normalises
+the mean, so the vector of a text made of several lines is, attention across the lines aside, the
+normalised *sum of the lines' token-state sums*: each line's unit vector times its mass (token count
+times the norm of its mean before normalisation, ``LocalEmbedder.embed_parts``). A short line weighs
+less than a long one, a line of diffuse tokens (small norm) less than a pointed one. Each context
+part is further weighted by ``context_weight`` (tuned on LoCoMo dev recall, docs/benchmarks.md). An
+embedder that gives no masses (an endpoint's vectors need not be mean-pooled) counts each part as 1.
 
 The vector is a function of the parts alone (the cache only saves work), so a replayed turn gets
 the same vector. Facts without parts (an LLM's statements, event units, the per-turn writer's items)
@@ -20,14 +28,16 @@ import numpy as np
 from .._models._embed_cache import QueryCache
 from ._extract import ExtractedFact
 
-EmbedFn = Callable[[Sequence[str]], np.ndarray]
+#: texts -> (unit vectors, masses): each row times its mass is what a concatenation sums
+PartEmbedFn = Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
 
-CONTEXT_WEIGHT = 0.5
+CONTEXT_WEIGHT = 1.0
+UNIT_CONTEXT_WEIGHT = 0.5  # parts without masses (unit vectors): the own turn 1, each context turn 0.5
 PART_CACHE = 4096  # part vectors remembered (a user's next memories reuse its last turns)
 
 
 def compose(parts: np.ndarray, *, context_weight: float = CONTEXT_WEIGHT) -> np.ndarray:
-    """One unit vector from a memory's part vectors (rows, its own turn last)."""
+    """One unit vector from a memory's part vectors (rows, each scaled by its mass, its own turn last)."""
     weights = np.full(len(parts), context_weight, dtype=np.float32)
     weights[-1] = 1.0
     rows = np.asarray(parts, dtype=np.float32)
@@ -38,11 +48,20 @@ def compose(parts: np.ndarray, *, context_weight: float = CONTEXT_WEIGHT) -> np.
     return (summed / norm).astype(np.float32)
 
 
+def unit_parts(embed: Callable[[Sequence[str]], np.ndarray]) -> PartEmbedFn:
+    """A part embedder of an embedder without masses: every part's mass is 1."""
+    def parts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        vectors = embed(texts)
+        return vectors, np.ones(len(vectors), dtype=np.float32)
+    return parts
+
+
 class PartVectors:
     """The vectors of each user's memory parts, embedded once each (a bounded, thread-safe
-    ``QueryCache`` keyed by user and text: a part holds a turn's text, so ``forget`` drops a user's)."""
+    ``QueryCache`` keyed by user and text: a part holds a turn's text, so ``forget`` drops a user's).
+    A part is kept as one row: its unit vector, then its mass."""
 
-    def __init__(self, embed: EmbedFn, *, size: int = PART_CACHE, context_weight: float = CONTEXT_WEIGHT) -> None:
+    def __init__(self, embed: PartEmbedFn, *, size: int = PART_CACHE, context_weight: float = CONTEXT_WEIGHT) -> None:
         self._embed = embed
         self.context_weight = context_weight
         self._cache = QueryCache(size)
@@ -56,11 +75,14 @@ class PartVectors:
         known = {t: v for t, v in zip(texts, found, strict=True) if v is not None}
         todo = [t for t in texts if t not in known]
         if todo:
-            vectors = self._embed(todo)
-            self._cache.store([_key(user_id, t) for t in todo], vectors)
-            known.update(zip(todo, vectors, strict=True))
-        out = [compose(np.stack([known[p] for p in f.parts]), context_weight=self.context_weight) if f.parts
-               else known[f.fact] for f in facts]
+            vectors, masses = self._embed(todo)
+            rows = np.concatenate([np.asarray(vectors, dtype=np.float32),
+                                   np.asarray(masses, dtype=np.float32).reshape(-1, 1)], axis=1)
+            self._cache.store([_key(user_id, t) for t in todo], rows)
+            known.update(zip(todo, rows, strict=True))
+        out = [compose(np.stack([known[p][:-1] * known[p][-1] for p in f.parts]),
+                       context_weight=self.context_weight) if f.parts
+               else known[f.fact][:-1] for f in facts]
         return np.stack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
 
     def forget(self, user_id: str) -> None:

@@ -16,7 +16,7 @@ from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
 from .._text._tokens import count_tokens
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
-from ._compose import PartVectors
+from ._compose import UNIT_CONTEXT_WEIGHT, PartVectors, unit_parts
 from ._compress import Compressor, NoCompressor, make_compressor
 from ._events import LLMEventWriter
 from ._extract import BufferedTurn, ExtractedFact, Extractor, LLMExtractor, RuleExtractor
@@ -157,7 +157,19 @@ def make_write_stages(settings: WriteSettings, llm: LLMClient, embedder: Embedde
                        BufferPolicy(sensory, threshold), llm_extracts=llm_extracts, context_turns=context,
                        synthesis=_synthesis(settings, llm), events=events, turn_writer=turn_writer,
                        llm_writes_turns=llm_writes_turns,
-                       parts=PartVectors(embedder.embed) if settings.vectors == "turns" else None)
+                       parts=_part_vectors(settings, embedder))
+
+
+def _part_vectors(settings: WriteSettings, embedder: Embedder) -> PartVectors | None:
+    """``write.vectors``: "auto" composes memory vectors from line vectors where the embedder gives
+    each line's mass (the local mean-pooled encoder), "turns" always (unit weights without masses),
+    "text" never."""
+    embed_parts = getattr(embedder, "embed_parts", None)
+    if settings.vectors == "text" or (settings.vectors == "auto" and embed_parts is None):
+        return None
+    if embed_parts is not None:
+        return PartVectors(embed_parts)
+    return PartVectors(unit_parts(embedder.embed), context_weight=UNIT_CONTEXT_WEIGHT)
 
 
 def _turn_writer(settings: WriteSettings, llm: LLMClient) -> tuple[TurnWriter | None, bool]:
