@@ -211,7 +211,8 @@ def _linked(candidates: Sequence[ScoredRecord], per_candidate: list[list[_Line]]
     for c, mine, ok in zip(candidates, per_candidate, own, strict=True):
         if ok and not mine[-1].on_topic:
             affinity = getattr(c, "affinity", None)
-            if affinity is not None and affinity >= AFFINITY_ON:
+            # the vector is the window's: when a context line is on topic, the lead may be that line's
+            if affinity is not None and affinity >= AFFINITY_ON and not any(ln.on_topic for ln in mine[:-1]):
                 mine[-1].on_topic = True
     seeds = [i for i, mine in enumerate(per_candidate) if mine and mine[-1].on_topic]
     words: dict[str, set[str]] = {}
