@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._text._facts import (
+    ALL_KINDS,
     Claim,
     claims,
     content_values,
@@ -142,7 +143,7 @@ def validity_terms(query: str, candidates: Sequence[ScoredRecord], explicit: str
                     line.superseded = line.superseded or not r.is_current
                 mine.append(line)
         per_candidate.append(mine)
-    _linked(candidates, per_candidate, holders, frozenset(r.speaker_name.lower() for r in records))
+    _linked(candidates, per_candidate, holders, frozenset(r.speaker_name.lower() for r in records), kinds)
     topical = sorted({id(ln): ln for ln in lines.values() if ln.on_topic and not ln.superseded}.values(),
                      key=lambda ln: ln.order)
     # a line read as on topic only loosely (a topic word, its vector, a shared value) is the newest
@@ -191,7 +192,7 @@ def line_text(r: MemoryRecord) -> str:
 
 
 def _linked(candidates: Sequence[ScoredRecord], per_candidate: list[list[_Line]], holders: frozenset[str],
-            names: frozenset[str]) -> None:
+            names: frozenset[str], kinds: frozenset[str]) -> None:
     """Own lines the words missed, made on topic when they are the asked person's statements (``_own_statement``)
     and any of:
 
@@ -205,9 +206,12 @@ def _linked(candidates: Sequence[ScoredRecord], per_candidate: list[list[_Line]]
     turns, so at 0.6 it tied small talk to the attribute and lost 28 points of rank 1 on the first probe
     set; at 0.7 it still lost on both sets.)
 
-    Corrections ("scratch that, it's the 27th") are read the same way: they share the value they fix."""
-    own = [bool(mine) and _own_statement(c.record, mine[-1], holders) for c, mine in zip(candidates, per_candidate,
-                                                                                         strict=True)]
+    Corrections ("scratch that, it's the 27th") are read the same way: they share the value they fix. A
+    line that names another attribute in its own words ("I accepted a job in Seattle" for where Tom lives)
+    is about that one, and is never linked."""
+    others = ALL_KINDS - kinds
+    own = [bool(mine) and _own_statement(c.record, mine[-1], holders) and not _changes_other(c.record, others)
+           for c, mine in zip(candidates, per_candidate, strict=True)]
     for c, mine, ok in zip(candidates, per_candidate, own, strict=True):
         if ok and not mine[-1].on_topic:
             affinity = getattr(c, "affinity", None)
@@ -225,3 +229,8 @@ def _linked(candidates: Sequence[ScoredRecord], per_candidate: list[list[_Line]]
         who = c.record.speaker_name.lower()
         if (content_values(line_text(c.record)) - names) & words.get(who, set()):
             mine[-1].on_topic = True
+
+
+def _changes_other(r: MemoryRecord, others: frozenset[str]) -> bool:
+    """Whether a memory's own line says that one of ``others`` (attribute kinds) changed."""
+    return any(c.changed & others for c in claims(line_text(r), r.speaker_name))

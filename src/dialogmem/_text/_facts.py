@@ -79,6 +79,8 @@ _KINDS: dict[str, str] = {
 _ANY_KIND = re.compile("|".join(
     rf"\b(?P<{kind}>{p})\b" for kind, p in _KINDS.items()),
     re.I)
+#: every attribute kind
+ALL_KINDS = frozenset(_KINDS)
 _KIND_RES = {kind: re.compile(rf"\b(?:{p})\b", re.I) for kind, p in _KINDS.items()}
 
 
