@@ -95,3 +95,32 @@ def test_a_past_question_can_say_its_time_as_the_start_of_a_period() -> None:
     assert question_state("Which car did Marcus own at the beginning of 2023?", explicit=True) == "past"
     assert question_state("Where did Priya live at the start of the year?", explicit=True) == "past"
     assert question_state("What did Caroline paint at the weekend?", explicit=True) is None
+
+
+#: (speaker, text, when): Mia's favourite band changes in June, said against the old one and without the
+#: word "favourite"; Jo's later line about a drink mentions food but states no diet
+BAND_CHAT = [
+    ("Mia", "Honestly no band comes close to Fleetwood Mac, I've had Rumours on since school.", "2023-01-10T19:00:00"),
+    ("Jo", "A classic, fair enough.", "2023-01-10T19:01:00"),
+    ("Mia", "The bakery near me started doing sourdough on Saturdays.", "2023-01-10T19:02:00"),
+    ("Jo", "Dangerous news for my waistline.", "2023-01-10T19:03:00"),
+    ("Mia", "We had a long walk along the river on Sunday.", "2023-03-02T18:00:00"),
+    ("Jo", "The weather was lovely for it.", "2023-03-02T18:01:00"),
+    ("Mia", "Khruangbin have knocked Fleetwood Mac off the top spot, I play them every single day.",
+     "2023-06-20T20:00:00"),
+    ("Jo", "Never heard of them, send me a song.", "2023-06-20T20:01:00"),
+    ("Mia", "I'm trying to drink more water but I keep forgetting.", "2023-06-20T20:02:00"),
+    ("Jo", "Get a bottle with the hours marked on it.", "2023-06-20T20:03:00"),
+]
+
+
+def test_a_change_said_against_the_old_value_is_the_newest_statement(make_memory: Any) -> None:
+    mem = make_memory()
+    ids: dict[str, str] = {}
+    for speaker, text, when in BAND_CHAT:
+        got = mem.add([{"content": text, "name": speaker}], USER, session_id=when[:10], timestamp=when)
+        ids[text] = got.turn_ids[-1]
+    mem.flush(USER)
+    new, old = ids[BAND_CHAT[6][1]], ids[BAND_CHAT[0][1]]
+    assert _first_own(mem, "Which band does Mia love most these days?") == new
+    assert _first_own(mem, "Which band did Mia love most before?") == old

@@ -20,9 +20,11 @@ from .._settings import DENSE_WEIGHT
 from .._store._base import IndexFilter, VectorIndex
 from .._types import ScoredRecord, SearchHit, SearchPlan, render_context
 from .._usage import UsageTracker
+from ._attributes import AttributeSpace
 from ._plan import Planner, QueryPlan
 from ._retrieve import active_filters, attach_vectors, embed_views, search_views
 from ._select import Selector
+from ._state import with_affinity
 
 #: the smallest K whose 2K candidates a present- or past-state question is selected from
 STATE_POOL_K = 20
@@ -84,6 +86,13 @@ class ReadPipeline:
         self.usage = usage if usage is not None else UsageTracker()
         self.mmr_vectors = mmr_vectors
         self.dense_weight = dense_weight  # convex fusion's weight; None: RRF
+        self._attributes: AttributeSpace | None = None  # the attribute prototypes, embedded on first use
+
+    def attributes(self) -> AttributeSpace:
+        """The attribute prototypes' vectors for this pipeline's embedder, embedded once."""
+        if self._attributes is None:
+            self._attributes = AttributeSpace(self.embedder)
+        return self._attributes
 
     def search(self, query: str, user_id: str, *, limit: int | None = None, flt: IndexFilter | None = None,
                reference_time: datetime | None = None, recent_context: list[str] | None = None,
@@ -102,6 +111,9 @@ class ReadPipeline:
         pool = max(k, STATE_POOL_K) if plan.state else k
         candidates, relaxed = search_views(self.index, user_id, plan, vectors, k=pool, base_filter=flt,
                                           dense_weight=self.dense_weight)
+        if plan.state is not None and len(vectors):
+            # every candidate's affinity to the asked attribute (its stored vector against the prototypes)
+            candidates = with_affinity(self.index, user_id, plan, vectors[0], candidates, self.attributes())
         if self.mmr_vectors and len(candidates) > k:
             attach_vectors(self.index, user_id, candidates)
         t_retrieve = time.perf_counter()

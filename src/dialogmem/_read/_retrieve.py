@@ -34,7 +34,9 @@ _RELAX_ORDER = ("tier", "speakers", "time")
 class Candidate(ScoredRecord):
     """A stage-1 candidate: best fused score over the views, and how many views returned it.
 
-    ``rank`` is its best rank in any view (0 = top); ``vector`` is filled only when asked for.
+    ``rank`` is its best rank in any view (0 = top); ``vector`` is filled only when asked for;
+    ``affinity``, for a present- or past-state question only, is how close its vector is to the asked
+    attribute's prototypes (``_attributes``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -42,6 +44,7 @@ class Candidate(ScoredRecord):
     views: int = 1
     rank: int = 0
     vector: Any = None  # np.ndarray | None; Any keeps pydantic from copying the array
+    affinity: float | None = None
 
 
 def per_view_budget(k: int, n_views: int) -> int:

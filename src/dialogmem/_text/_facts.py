@@ -79,6 +79,8 @@ _KINDS: dict[str, str] = {
 _ANY_KIND = re.compile("|".join(
     rf"\b(?P<{kind}>{p})\b" for kind, p in _KINDS.items()),
     re.I)
+#: every attribute kind
+ALL_KINDS = frozenset(_KINDS)
 _KIND_RES = {kind: re.compile(rf"\b(?:{p})\b", re.I) for kind, p in _KINDS.items()}
 
 
@@ -472,3 +474,46 @@ def topic_kinds(text: str, kinds: Iterable[str]) -> frozenset[str]:
     """Which of ``kinds`` a line of dialogue is about, read loosely (see ``_TOPIC_EXTRA``): for ranking,
     never for superseding."""
     return frozenset(k for k in kinds if k in _TOPIC_RES and _TOPIC_RES[k].search(text))
+
+
+# A line that takes back what its speaker said before ("small correction", "scratch that", "I got the
+# dates wrong", "ignore what I said about ...", "it's X, not Y"): read with the older statement it fixes.
+_CORRECTION = re.compile(
+    r"\b(?:correction|corrected|actually|scratch\s+that|i\s+meant|turns\s+out|(?:got|had)\s+(?:it|that|them"
+    r"|the\s+\w+(?:\s+\w+)?)\s+wrong|wrong\s+(?:date|day|name)|ignore\s+what\s+i\s+said|mix(?:ed)?\s+(?:them|it)"
+    r"\s+up|change\s+of\s+plans?|slight\s+change|last\s+update|(?:it's|it\s+is|its)\s+(?:now\s+)?[\w'&]+"
+    r"(?:\s+[\w'&]+)?,?\s+not)\b", re.I)
+
+
+def is_correction(text: str) -> bool:
+    """Whether a line corrects something said before (see ``_CORRECTION``)."""
+    return bool(_CORRECTION.search(text))
+
+
+def content_values(text: str) -> frozenset[str]:
+    """The words of a line that could name a value (content words less cue and attribute words)."""
+    return frozenset(w for w in content_words(tokens(text)) if w not in _CUE_WORDS and w not in _GENERIC)
+
+
+# Said of a present state, these mark it as new (loosely: for reading only, never for superseding)
+_NOW_CUES = re.compile(r"\b(?:now|these\s+days|lately|nowadays|since|first|new|newly|just|finally|got|bought"
+                       r"|started|switched|swapped|moved|joined|anymore|any\s+more|no\s+longer|instead|back\s+to"
+                       r"|again)\b", re.I)
+
+
+def says_change(text: str) -> bool:
+    """Whether a line says that something is new or changed ("now", "got", "the new ...", "back to ...",
+    "anymore", a correction): a loose cue, for reading only."""
+    return bool(_NOW_CUES.search(text) or _CHANGE.search(text) or _CORRECTION.search(text))
+
+
+_NAMED = re.compile(r"(?<![.!?:]\s)(?<!^)(?<![.!?:])\b([A-Z][\w'&-]+)")
+_NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "OK", "TV"})
+
+
+def names_something(text: str, skip: Iterable[str] = ()) -> bool:
+    """Whether a line names a particular thing mid-sentence ("parking the Land Rover", "Onboarding at Orbit
+    Games"): a capitalised word not opening a sentence, not "I", nor one of ``skip`` (the speakers)."""
+    low = {w.lower() for w in skip}
+    return any(m.group(1) not in _NOT_NAMES and m.group(1).lower().split("'")[0] not in low
+               for m in _NAMED.finditer(text.strip()))
