@@ -302,7 +302,8 @@ def test_llm_plan_update_delete_ignore() -> None:
     old_home = apply_decision(home, plan[1], q.records(), now=99.0)
     assert old_home is not None and old_home.memory == home.memory and old_home.version == home.version + 1
     assert old_home.superseded_by == "s3" and old_home.invalid_at == moved.time_stamp
-    prompt = llm.calls[0].messages[-1]["content"]
+    # three workers: the calls arrive in any order, so the coffee target's prompt is looked up
+    prompt = next(c.messages[-1]["content"] for c in llm.calls if target_of(c.messages) == coffee.memory)
     assert "CANDIDATES:" in prompt and "1. [2023-05-05T10:00:00]" in prompt
     assert llm.usage.get("llm", "update").calls == 3
 
