@@ -29,10 +29,10 @@ CHAT = [
 ]
 
 
-def _chat(mem: Memory) -> dict[str, str]:
-    """Adds CHAT, one session a day; returns each turn's text → its turn id."""
+def _chat(mem: Memory, chat: list[tuple[str, str, str]] = CHAT) -> dict[str, str]:
+    """Adds ``chat``, one session a day; returns each turn's text → its turn id."""
     ids: dict[str, str] = {}
-    for speaker, text, when in CHAT:
+    for speaker, text, when in chat:
         got = mem.add([{"content": text, "name": speaker}], USER, session_id=when[:10], timestamp=when)
         ids[text] = got.turn_ids[-1]
     mem.flush(USER)
@@ -116,11 +116,7 @@ BAND_CHAT = [
 
 def test_a_change_said_against_the_old_value_is_the_newest_statement(make_memory: Any) -> None:
     mem = make_memory()
-    ids: dict[str, str] = {}
-    for speaker, text, when in BAND_CHAT:
-        got = mem.add([{"content": text, "name": speaker}], USER, session_id=when[:10], timestamp=when)
-        ids[text] = got.turn_ids[-1]
-    mem.flush(USER)
+    ids = _chat(mem, BAND_CHAT)
     new, old = ids[BAND_CHAT[6][1]], ids[BAND_CHAT[0][1]]
     assert _first_own(mem, "Which band does Mia love most these days?") == new
     assert _first_own(mem, "Which band did Mia love most before?") == old
