@@ -89,6 +89,15 @@ def test_onnx_matches_torch(onnx_embedder: LocalEmbedder, torch_embedder: LocalE
     assert float((a * b).sum(axis=1).min()) >= 0.9999
 
 
+def test_both_engines_give_the_same_masses(onnx_embedder: LocalEmbedder, torch_embedder: LocalEmbedder) -> None:
+    """A text's mass is its token count times the norm of its mean before normalisation, on either
+    engine (the torch pipeline ends in a Normalize module: its output's norm is always 1)."""
+    texts = ["hi", "I moved to Lisbon last spring and I work as a nurse.", SENTENCES[0]]
+    (_, onnx_masses), (_, torch_masses) = onnx_embedder.embed_parts(texts), torch_embedder.embed_parts(texts)
+    np.testing.assert_allclose(torch_masses, onnx_masses, rtol=1e-4)
+    assert not np.allclose(torch_masses, [len(torch_embedder._st.tokenizer(t)["input_ids"]) for t in texts])
+
+
 def test_onnx_matches_sentence_transformers_without_torch(onnx_embedder: LocalEmbedder) -> None:
     """The same check with no torch installed (scripts/test installs none): vectors that
     sentence-transformers (torch) made of SENTENCES, kept in tests/fixtures/minilm_reference.json."""

@@ -305,10 +305,12 @@ class LocalEmbedder:
         return out, masses, tokens
 
     def _embed_torch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
-        pooled = np.asarray(self._st.encode(texts, batch_size=self.batch_size, normalize_embeddings=False,
-                                            convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
-        counts = np.array([min(len(ids), MAX_TOKENS) for ids in self._st.tokenizer(texts)["input_ids"]],
-                          dtype=np.float32)
+        # the model's own pipeline ends in a Normalize module: the mean before it is taken from the
+        # token states (sentence-transformers trims each text's to its attention mask)
+        states = self._st.encode(texts, batch_size=self.batch_size, output_value="token_embeddings",
+                                 convert_to_numpy=False, show_progress_bar=False)
+        pooled = np.stack([s.float().mean(dim=0).cpu().numpy() for s in states]).astype(np.float32)
+        counts = np.array([len(s) for s in states], dtype=np.float32)
         norms = np.maximum(np.linalg.norm(pooled, axis=1), 1e-12)
         return _l2_normalise(pooled), counts * norms, int(counts.sum())
 
