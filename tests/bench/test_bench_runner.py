@@ -295,6 +295,23 @@ def test_killed_process_resumes(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "results.json").read_text())["run"]["resumed"] is True
 
 
+def test_scratch_left_empty_by_a_kill_is_reused(tmp_path: Path) -> None:
+    """A kill between a scratch directory's mkdir and its marker leaves an empty directory: the
+    resumed run reuses it; a directory with content and no marker is still refused."""
+    from dialogmem.bench._state import RunState
+
+    state = RunState(tmp_path)
+    (state.scratch_root / "naive-bm25" / "conv-1").mkdir(parents=True)
+    fresh = state.fresh_scratch("naive-bm25", "conv-1")
+    assert [p.name for p in fresh.iterdir()] == [".dialogmem-bench-scratch"]
+    foreign = state.scratch_root / "naive-bm25" / "conv-2"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("not ours")
+    with pytest.raises(InputError, match="not a benchmark scratch directory"):
+        state.fresh_scratch("naive-bm25", "conv-2")
+    assert (foreign / "keep.txt").read_text() == "not ours"
+
+
 def test_dialogmem_system_through_the_facade(tmp_path: Path) -> None:
     """The real ``Memory`` (LLM-free), fed turn by turn; its hits must cite the dataset's dia_ids.
 

@@ -182,7 +182,11 @@ class RunState:
         """Delete a scratch directory, but only one this class created (it carries the marker)."""
         if not path.exists():
             return
-        if not (path / _MARKER).is_file() or self.scratch_root.resolve() not in path.resolve().parents:
+        inside = self.scratch_root.resolve() in path.resolve().parents
+        if inside and path.is_dir() and not any(path.iterdir()):
+            path.rmdir()  # killed between mkdir and the marker's write: an empty directory holds nothing
+            return
+        if not (path / _MARKER).is_file() or not inside:
             raise InputError(f"refusing to delete {path}: it is not a benchmark scratch directory")
         shutil.rmtree(path)
         parent = path.parent
