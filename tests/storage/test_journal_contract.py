@@ -307,6 +307,36 @@ def test_an_old_schema_is_migrated_and_a_reader_asks_for_the_upgrade(backend: st
     assert j.meta("import_index") == "1"  # the facade copies the v1 index into memory rows once
 
 
+def test_another_programs_meta_table_is_refused_and_left_as_it_was(backend: str, opener: Opener,
+                                                                   config: JournalConfig, tmp_path: Path) -> None:
+    """A database whose ``meta`` table is not ours is named as such, and nothing is written to it."""
+    create = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL, owner TEXT NOT NULL)"
+    insert = "INSERT INTO meta VALUES ('schema_version', '3', 'billing')"
+    if backend == "sqlite":
+        db = sqlite3.connect(tmp_path / "journal.sqlite3")
+        db.execute(create)
+        db.execute(insert)
+        db.commit()
+        db.close()
+    else:
+        import psycopg
+
+        assert config.url is not None
+        with psycopg.connect(config.url, autocommit=True) as raw:
+            raw.execute(f"CREATE SCHEMA {config.schema_name}")
+            raw.execute(f"CREATE TABLE {config.schema_name}.{create[len('CREATE TABLE '):]}")
+            raw.execute(insert.replace("INTO meta", f"INTO {config.schema_name}.meta"))
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match="is not a dialogmem journal"):
+            opener(read_only=read_only)
+    if backend == "sqlite":
+        db = sqlite3.connect(tmp_path / "journal.sqlite3")
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        rows = db.execute("SELECT * FROM meta").fetchall()
+        db.close()
+        assert tables == ["meta"] and rows == [("schema_version", "3", "billing")]
+
+
 def _write_v1_store(backend: str, config: JournalConfig, path: Path) -> None:
     statements = [
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",

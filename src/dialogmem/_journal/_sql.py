@@ -73,14 +73,21 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
         """Bring the schema to ``SCHEMA_VERSION`` in one transaction (a reader only checks it)."""
         if self.read_only:
             try:
-                rows = self._query("SELECT value FROM meta WHERE key='schema_version'")
+                rows = self._query("SELECT * FROM meta WHERE key='schema_version'")
             except StoreError as exc:
                 raise StoreError(f"{self._where()} is not a dialogmem journal: {exc}") from exc
-            self._check_version(int(rows[0][0]) if rows else 0, reading=True)
+            if rows and len(rows[0]) != 2:
+                raise StoreError(f"{self._where()} is not a dialogmem journal: its meta table has "
+                                 f"{len(rows[0])} columns")
+            self._check_version(int(rows[0][1]) if rows else 0, reading=True)
             return
         with self._tx() as db:  # concurrent openers wait on the transaction's lock
             self._prepare(db)
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)", ())
+            columns = [c[0] for c in db.execute("SELECT * FROM meta WHERE 1 = 0", ()).description or ()]
+            if columns != ["key", "value"]:  # another program's table: write nothing to it
+                raise StoreError(f"{self._where()} is not a dialogmem journal: its meta table has columns "
+                                 f"{', '.join(columns)}")
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'", ()).fetchone()
             current = int(row[0]) if row else 0
             self._check_version(current, reading=False)
