@@ -122,14 +122,18 @@ def test_a_part_evicted_by_another_writer_while_embedding_is_still_used() -> Non
     assert len(parts._cache) == 2
 
 
-def test_rule_facts_name_each_cited_turns_whole_line_as_a_part() -> None:
+def test_rule_facts_parts_are_the_memorys_own_lines_context_clipped() -> None:
+    """A memory's parts are the lines of its text: a long context turn is clipped there as in the text
+    (composing its whole line weighed it more than the text does), a short one is the same text as
+    when it was a memory's own (one cached vector)."""
     long = "He is a beagle mix " + "very " * 60 + "cute."
     turns = [turn("a1", "Tom", "What's the dog's name?", 1), turn("a2", "Maya", long, 2),
              turn("a3", "Maya", "His name is Biscuit.", 3)]
     facts = RuleExtractor(context_turns=2).extract([turns])
-    assert facts[2].parts == ["Tom: What's the dog's name?", f"Maya: {long}", "Maya: His name is Biscuit."]
-    assert facts[2].fact.splitlines()[1].endswith("...")  # the text clips the context, its part does not
-    assert facts[1].parts[-1] == facts[2].parts[1]  # a turn's part is one text wherever it is cited
+    assert facts[2].parts == facts[2].fact.splitlines()
+    assert facts[2].parts[1].endswith("...") and facts[2].parts[1] != f"Maya: {long}"
+    assert facts[1].parts[-1] == f"Maya: {long}"  # its own memory: the whole line
+    assert facts[1].parts[0] == facts[2].parts[0]  # a short turn's part is one text wherever it is cited
     alone = RuleExtractor(context_turns=0).extract([turns])
     assert [f.parts for f in alone] == [[f.fact] for f in alone]
 
