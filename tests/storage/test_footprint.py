@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import qdrant_edge as q
 
+from dialogmem._errors import StoreError
 from dialogmem._journal import SQLiteJournal
 from dialogmem._journal._sqlite import PAGE_SIZE
 from dialogmem._store import EdgeIndex, IndexPoint
@@ -187,3 +188,71 @@ def test_a_float16_index_builds_its_graph_at_the_point_count_float32_did(tmp_pat
         assert idx.unindexed() == 0
     finally:
         idx.close()
+
+
+def test_a_stores_index_points_keep_no_record_and_searches_read_it_from_the_journal(make_memory: Any) -> None:
+    """Item 5 of issue 45: an Edge point carries the fields filters read, not a second copy of its record
+    (~370 B a memory); a search reads its hits' records from the journal in one batched read."""
+    mem = make_memory()
+    mem.add([{"name": "Ann", "content": "I moved to Lisbon in May to teach piano."},
+             {"name": "Bo", "content": "Lisbon! Do you still play the cello too?"}], "u", session_id="s")
+    records = {r.id: r for r in mem.get_all("u")}
+    index = mem._parts.index
+    assert isinstance(index, EdgeIndex)
+    fetched = index._fetch(sorted(records), False)
+    assert {pid for pid, _, _ in fetched} == set(records)
+    for _, payload, _ in fetched:
+        assert payload is not None and RECORD_FIELD not in payload and "memory" not in payload
+        assert payload["user_id"] == "u" and payload["session_id"] == "s"
+    hits = mem.search("Where did Ann move to teach piano?", "u", limit=2).hits
+    assert hits and all(h.memory == records[h.id].memory for h in hits)
+    assert {r.id for r, _ in index.retrieve(sorted(records), "u")} == set(records)
+    assert index.retrieve(sorted(records), "someone-else") == []  # scoped like a missing id
+    gone = next(iter(records))
+    mem.delete(gone, "u")
+    assert gone not in {r.id for r, _ in index.retrieve(sorted(records), "u")}
+
+
+def test_index_records_keeps_a_copy_in_each_point(make_memory: Any) -> None:
+    mem = make_memory(store={"index_records": True})
+    mem.add([{"name": "Ann", "content": "I moved to Lisbon in May to teach piano."}], "u", session_id="s")
+    [record] = mem.get_all("u")
+    [(_, payload, _)] = mem._parts.index._fetch([record.id], False)
+    assert payload is not None and from_payload(payload) == record
+
+
+def test_points_written_with_their_records_still_read_beside_lean_ones(tmp_path: Path) -> None:
+    """A store written before (its points hold their records, packed or spread over fields) opens and
+    reads; new points go without; a record source is asked only for the points that need it."""
+    spread, packed, lean = (_record("u", t) for t in ("spread fields kitten", "packed kitten", "lean kitten"))
+    vectors = _units(3)
+    old = EdgeIndex(tmp_path / "index", dim=DIM)  # no record source: every point keeps its record
+    old.upsert([IndexPoint(record=packed, vector=vectors[1])])
+    old._upsert([(spread.id, half_precision(vectors[0]).tolist(), old._bm25.document(spread),
+                  spread.model_dump(mode="json"))])  # the layout before packing
+    old.close()
+    asked: list[list[str]] = []
+
+    def journal(user_id: str, ids: Any) -> dict[str, MemoryRecord]:
+        asked.append(list(ids))
+        return {lean.id: lean} if user_id == "u" and lean.id in ids else {}
+
+    idx = EdgeIndex(tmp_path / "index", dim=DIM, records=journal)
+    idx.upsert([IndexPoint(record=lean, vector=vectors[2])])
+    [(_, payload, _)] = idx._fetch([lean.id], False)
+    assert payload is not None and RECORD_FIELD not in payload
+    want = {r.id: r for r in (spread, packed, lean)}
+    for hits in (idx.hybrid_search("u", vectors[2], "kitten", limit=3),
+                 idx.hybrid_search("u", vectors[2], "kitten", limit=3, dense_weight=0.5),
+                 idx.dense_search("u", vectors[0], limit=3)):
+        assert {h.record.id: h.record for h in hits} == want
+    assert asked and all(a == [lean.id] for a in asked)  # one batched read, for the lean point only
+    assert {r.id: r for r, _ in idx.retrieve(list(want), "u")} == want
+    assert {r.id for r in idx.scroll("u")[0]} == set(want)
+    assert idx.retrieve(list(want), "v") == [] and idx.dense_search("v", vectors[0], limit=3) == []
+    assert idx.points_without_records() == 1
+    idx.close()
+    blind = EdgeIndex(tmp_path / "index", dim=DIM)  # opened without the journal: says so, never guesses
+    with pytest.raises(StoreError, match="without their memory records"):
+        blind.dense_search("u", vectors[2], limit=3)
+    blind.close()
