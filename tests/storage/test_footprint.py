@@ -17,7 +17,7 @@ import qdrant_edge as q
 from dialogmem._errors import StoreError
 from dialogmem._journal import SQLiteJournal
 from dialogmem._journal._sqlite import PAGE_SIZE
-from dialogmem._store import EdgeIndex, IndexPoint
+from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint
 from dialogmem._store._payload import DENSE, RECORD_FIELD, SPARSE, from_payload, half_precision, to_payload
 from dialogmem._types import MemoryRecord
 
@@ -251,6 +251,14 @@ def test_points_written_with_their_records_still_read_beside_lean_ones(tmp_path:
     assert {r.id for r in idx.scroll("u")[0]} == set(want)
     assert idx.retrieve(list(want), "v") == [] and idx.dense_search("v", vectors[0], limit=3) == []
     assert idx.points_without_records() == 1
+    # the record source holds a lean point's record: only the fields filters read can be set here
+    with pytest.raises(StoreError, match="only its filter fields"):
+        idx.set_payload(lean.id, "u", {"memory": "something else"})
+    assert idx.set_payload(lean.id, "u", {"speaker_name": "Zoe"})
+    assert [h.record.id for h in idx.dense_search("u", vectors[2], limit=3, flt=IndexFilter(speakers=["Zoe"]))] \
+        == [lean.id]
+    assert idx.set_payload(packed.id, "u", {"memory": "packed kitten, renamed"})  # it keeps its own copy
+    assert idx.retrieve([packed.id], "u")[0][0].memory == "packed kitten, renamed"
     idx.close()
     blind = EdgeIndex(tmp_path / "index", dim=DIM)  # opened without the journal: says so, never guesses
     with pytest.raises(StoreError, match="without their memory records"):

@@ -21,6 +21,7 @@ from ._base import LTM_SCOPE, IndexFilter, IndexPoint, RecordSource
 from ._filters import FilterSpec, SearchSpec, scope
 from ._fusion import convex_fusion
 from ._payload import (
+    FILTER_FIELDS,
     Bm25Encoder,
     backend_errors,
     changes_text,
@@ -83,13 +84,26 @@ class ScopedIndex(ABC):
                 self._upsert(rows)
 
     def set_payload(self, id: str, user_id: str, fields: dict) -> bool:
-        found = self.retrieve([id], user_id)
+        scope(user_id)
+        pid = point_id(id)
+        with self._io("retrieve"):
+            hits = self._fetch([pid], False) if pid is not None else []
+        hits = [h for h in hits if h[1] is not None and h[1].get("user_id") == user_id]
+        found = list(self._records(hits, False))
         if not found:
             return False
-        record = merge_payload(found[0][0], fields)
+        record = merge_payload(found[0][1], fields)
+        # a point keeps what it was written with: its own copy of the record (written again, merged),
+        # or none (the record source's is the record)
+        keeps = has_record(hits[0][1] or {})
+        if not keeps and not set(fields) <= set(FILTER_FIELDS):
+            # the point holds its filter fields only, the record source the rest: a change to the rest
+            # made here would be lost on the next read (and the BM25 vector would no longer match it)
+            raise StoreError(f"{self._label} keeps no copy of memory {id}'s record: only its filter fields "
+                             f"{sorted(FILTER_FIELDS)} can be set here; change the record in the journal")
         # The merged record is written whole (its filter fields, None included, and the packed
         # record): the index has one writer (the change writer), so no other update can interleave.
-        payload = to_payload(record, nulls=True, with_record=self._keeps_record(record))
+        payload = to_payload(record, nulls=True, with_record=keeps)
         sparse = self._bm25.document(record) if changes_text(fields) else None
         with self._io("set_payload"):
             self._make_room("set_payload", 1)
