@@ -49,6 +49,11 @@ class StoreConfig(_Section):
     # points, not the whole history again (a search reads every segment's graph: fewer, larger
     # segments search faster and rebuild slower)
     segment_points: int = Field(200_000, ge=10_000, le=10**8)
+    # edge: whether each point keeps a copy of its memory record (~370 B a memory). Off, a search reads
+    # its hits' records from the journal (one batched read), the canonical copy; on, the index holds
+    # them too, which is what lets `dialogmem repair --from-index` rebuild a lost journal. Points keep
+    # what they were written with (an older store's points hold their records and read them).
+    index_records: bool = False
     # postgres: a search of a scope holding at most this many points ranks them all exactly (read
     # through the user index); a larger scope walks pgvector's HNSW graph (iterative scan). Only the
     # rows of scopes past it are in the graph (a point in the graph costs ~2-10 ms to insert).

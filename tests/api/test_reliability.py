@@ -127,7 +127,7 @@ def test_a_missing_index_is_rebuilt_from_the_journal(make_memory: Any, tmp_path:
 
 def test_a_missing_journal_refuses_to_open_and_repair_recovers_memories(make_memory: Any, tmp_path: Path,
                                                                        sample_data: dict[str, Any]) -> None:
-    mem = make_memory("s")
+    mem = make_memory("s", store={"index_records": True})  # the index keeps a copy of each record
     mem.add_conversation(sample_data, "alice")
     n = mem.stats("alice")["counts"]["memories"]
     mem.close()
@@ -142,6 +142,21 @@ def test_a_missing_journal_refuses_to_open_and_repair_recovers_memories(make_mem
     with Memory(data_dir=tmp_path / "s") as again:
         assert again.stats("alice")["counts"]["memories"] == n
         assert again.search("dog's name", "alice", limit=3).hits
+
+
+def test_repair_from_an_index_without_records_refuses_and_writes_nothing(make_memory: Any, tmp_path: Path,
+                                                                        sample_data: dict[str, Any]) -> None:
+    """By default the index keeps no copy of the records (the journal is their one copy): recovering a
+    lost journal from it is refused, clearly, before a journal file is made."""
+    mem = make_memory("s")
+    mem.add_conversation(sample_data, "alice")
+    mem.close()
+    for name in ("journal.sqlite3", "journal.sqlite3-wal", "journal.sqlite3-shm"):
+        (tmp_path / "s" / name).unlink(missing_ok=True)
+    with pytest.raises(StoreError, match="keeps no copies of the memories"):
+        Memory.repair(data_dir=tmp_path / "s", from_index=True)
+    assert not (tmp_path / "s" / "journal.sqlite3").exists()
+    assert any((tmp_path / "s" / "index").iterdir())  # the index is left as it was
 
 
 def test_a_damaged_index_is_a_store_error_and_repair_rebuilds_it(make_memory: Any, tmp_path: Path,

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import qdrant_edge as q
 
+from dialogmem._errors import StoreError
 from dialogmem._journal import SQLiteJournal
 from dialogmem._journal._sqlite import PAGE_SIZE
-from dialogmem._store import EdgeIndex, IndexPoint
+from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint
 from dialogmem._store._payload import DENSE, RECORD_FIELD, SPARSE, from_payload, half_precision, to_payload
 from dialogmem._types import MemoryRecord
 
@@ -167,7 +168,7 @@ def test_a_journal_row_keeps_the_record_without_its_defaults(make_memory: Any, t
         [(raw,)] = db.execute("SELECT payload FROM memories").fetchall()
     fields = json.loads(raw)
     assert "update_queue" not in fields and "confidence" not in fields and "access_count" not in fields
-    assert fields["memory"] == before.memory and fields["session_id"] == "s"
+    assert fields["memory"] == before.memory and "session_id" not in fields  # a column of its own
     assert len(raw) < len(before.model_dump_json()) - 200
     mem.close()
     again = make_memory()  # the same store, reopened: the record reads back whole
@@ -187,3 +188,105 @@ def test_a_float16_index_builds_its_graph_at_the_point_count_float32_did(tmp_pat
         assert idx.unindexed() == 0
     finally:
         idx.close()
+
+
+def test_a_stores_index_points_keep_no_record_and_searches_read_it_from_the_journal(make_memory: Any) -> None:
+    """Item 5 of issue 45: an Edge point carries the fields filters read, not a second copy of its record
+    (~370 B a memory); a search reads its hits' records from the journal in one batched read."""
+    mem = make_memory()
+    mem.add([{"name": "Ann", "content": "I moved to Lisbon in May to teach piano."},
+             {"name": "Bo", "content": "Lisbon! Do you still play the cello too?"}], "u", session_id="s")
+    records = {r.id: r for r in mem.get_all("u")}
+    index = mem._parts.index
+    assert isinstance(index, EdgeIndex)
+    fetched = index._fetch(sorted(records), False)
+    assert {pid for pid, _, _ in fetched} == set(records)
+    for _, payload, _ in fetched:
+        assert payload is not None and RECORD_FIELD not in payload and "memory" not in payload
+        assert payload["user_id"] == "u" and payload["session_id"] == "s"
+    hits = mem.search("Where did Ann move to teach piano?", "u", limit=2).hits
+    assert hits and all(h.memory == records[h.id].memory for h in hits)
+    assert {r.id for r, _ in index.retrieve(sorted(records), "u")} == set(records)
+    assert index.retrieve(sorted(records), "someone-else") == []  # scoped like a missing id
+    gone = next(iter(records))
+    mem.delete(gone, "u")
+    assert gone not in {r.id for r, _ in index.retrieve(sorted(records), "u")}
+
+
+def test_index_records_keeps_a_copy_in_each_point(make_memory: Any) -> None:
+    mem = make_memory(store={"index_records": True})
+    mem.add([{"name": "Ann", "content": "I moved to Lisbon in May to teach piano."}], "u", session_id="s")
+    [record] = mem.get_all("u")
+    [(_, payload, _)] = mem._parts.index._fetch([record.id], False)
+    assert payload is not None and from_payload(payload) == record
+
+
+def test_points_written_with_their_records_still_read_beside_lean_ones(tmp_path: Path) -> None:
+    """A store written before (its points hold their records, packed or spread over fields) opens and
+    reads; new points go without; a record source is asked only for the points that need it."""
+    spread, packed, lean = (_record("u", t) for t in ("spread fields kitten", "packed kitten", "lean kitten"))
+    vectors = _units(3)
+    old = EdgeIndex(tmp_path / "index", dim=DIM)  # no record source: every point keeps its record
+    old.upsert([IndexPoint(record=packed, vector=vectors[1])])
+    old._upsert([(spread.id, half_precision(vectors[0]).tolist(), old._bm25.document(spread),
+                  spread.model_dump(mode="json"))])  # the layout before packing
+    old.close()
+    asked: list[list[str]] = []
+
+    def journal(user_id: str, ids: Any) -> dict[str, MemoryRecord]:
+        asked.append(list(ids))
+        return {lean.id: lean} if user_id == "u" and lean.id in ids else {}
+
+    idx = EdgeIndex(tmp_path / "index", dim=DIM, records=journal)
+    idx.upsert([IndexPoint(record=lean, vector=vectors[2])])
+    [(_, payload, _)] = idx._fetch([lean.id], False)
+    assert payload is not None and RECORD_FIELD not in payload
+    want = {r.id: r for r in (spread, packed, lean)}
+    for hits in (idx.hybrid_search("u", vectors[2], "kitten", limit=3),
+                 idx.hybrid_search("u", vectors[2], "kitten", limit=3, dense_weight=0.5),
+                 idx.dense_search("u", vectors[0], limit=3)):
+        assert {h.record.id: h.record for h in hits} == want
+    assert asked and all(a == [lean.id] for a in asked)  # one batched read, for the lean point only
+    assert {r.id: r for r, _ in idx.retrieve(list(want), "u")} == want
+    assert {r.id for r in idx.scroll("u")[0]} == set(want)
+    assert idx.retrieve(list(want), "v") == [] and idx.dense_search("v", vectors[0], limit=3) == []
+    assert idx.points_without_records() == 1
+    # the record source holds a lean point's record: only the fields filters read can be set here
+    with pytest.raises(StoreError, match="only its filter fields"):
+        idx.set_payload(lean.id, "u", {"memory": "something else"})
+    assert idx.set_payload(lean.id, "u", {"speaker_name": "Zoe"})
+    assert [h.record.id for h in idx.dense_search("u", vectors[2], limit=3, flt=IndexFilter(speakers=["Zoe"]))] \
+        == [lean.id]
+    assert idx.set_payload(packed.id, "u", {"memory": "packed kitten, renamed"})  # it keeps its own copy
+    assert idx.retrieve([packed.id], "u")[0][0].memory == "packed kitten, renamed"
+    idx.close()
+    blind = EdgeIndex(tmp_path / "index", dim=DIM)  # opened without the journal: says so, never guesses
+    with pytest.raises(StoreError, match="without their memory records"):
+        blind.dense_search("u", vectors[2], limit=3)
+    blind.close()
+
+
+def test_a_journal_row_leaves_out_what_its_columns_hold_and_an_older_row_reads_the_same(
+        make_memory: Any, tmp_path: Path) -> None:
+    """The id, user, tier, session, speaker, time and version are columns of a memory row: its payload
+    leaves them out (~100 B a row) and reading puts them back; a row written before (them in both)
+    reads the same."""
+    mem = make_memory()
+    mem.add([{"name": "Ann", "content": "I moved to Lisbon in May to teach piano."}], "u", session_id="s")
+    [before] = mem.get_all("u")
+    mem.close()
+    with sqlite3.connect(tmp_path / "store" / "journal.sqlite3") as db:
+        [(raw,)] = db.execute("SELECT payload FROM memories").fetchall()
+        fields = json.loads(raw)
+        for name in ("id", "user_id", "session_id", "speaker_name", "float_time_stamp"):
+            assert name not in fields
+        assert fields["memory"] == before.memory
+        again = make_memory()
+        assert again.get_all("u") == [before]
+        again.close()
+        # as the release before wrote it: every field that is not a default, in the payload too
+        old = before.model_dump_json(exclude_defaults=True, exclude={"access_count", "last_accessed"})
+        db.execute("UPDATE memories SET payload = ?", (old,))
+    third = make_memory()
+    assert third.get_all("u") == [before]
+    assert third.search("Where did Ann move?", "u", limit=1).hits[0].id == before.id

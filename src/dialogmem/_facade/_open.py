@@ -33,6 +33,7 @@ from .._sync._access import AccessLog
 from .._sync._embedder_check import check_embedder, resolve_embedder
 from .._sync._ltmindex import fill_graph, indexed_memories, sync_graph_index
 from .._sync._maintenance import IndexMarker, StorePaths, check_marker, damaged_index, refuse_missing_journal
+from .._sync._records import journal_records
 from .._sync._repair import import_from_index, recover_journal
 from .._sync._writer import ChangeWriter, FillOutcomes, fill_index
 from .._usage import PendingUsage, UsageTracker
@@ -154,7 +155,7 @@ def _open_index(config: Config, paths: StorePaths, journal: Journal) -> VectorIn
     store_id = journal.meta("store_id") or ""
     check_marker(paths, store_id)
     try:
-        return EdgeIndex.from_config(paths.index, config.embedder.dim, config.store)
+        return EdgeIndex.from_config(paths.index, config.embedder.dim, config.store, journal_records(journal))
     except DiskFullError:  # nothing is damaged: the store opens once space is freed
         raise
     except StoreError as exc:
@@ -218,7 +219,8 @@ def rebuild_index(parts: Parts) -> RepairReport:
         parts.index.close()
         moved = parts.paths.move_index_aside("replaced")
         report.index_moved_to = str(moved) if moved else None
-        new: VectorIndex = EdgeIndex.from_config(parts.paths.index, parts.config.embedder.dim, parts.config.store)
+        new: VectorIndex = EdgeIndex.from_config(parts.paths.index, parts.config.embedder.dim, parts.config.store,
+                                                 journal_records(parts.journal))
     elif isinstance(parts.index, RemoteIndex | PgIndex):
         new = parts.index
     else:

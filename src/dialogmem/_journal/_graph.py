@@ -20,7 +20,7 @@ from .._changes import GraphCommit
 from .._graph import EvidenceLink, GraphEdge, GraphNode, GraphView
 from .._types import MemoryRecord
 from ._ltmqueue import unqueue_for_ltm
-from ._memories import memory_row
+from ._memories import ROW_COLUMNS, memory_row
 from ._rows import ID_PART, Conn, Row, SQLRows, many, parts, set_meta
 
 _NODE_COLS = "id, type, text, evidence, confidence, created_at, updated_at, dropped_at"
@@ -163,7 +163,7 @@ class GraphSQL(SQLRows):
         it, or marked for hand-over (``ltm_pending``: evicted, whatever the clocks say)."""
         p = self.dialect.mark
         rows = self._query(
-            "SELECT id, payload, access_count, last_accessed, status FROM memories "
+            f"SELECT {ROW_COLUMNS} FROM memories "
             f"WHERE status IN ('active', 'evicted') AND (updated_at > {p} "
             f"OR (access_count >= {p} AND last_accessed > {p}) "
             "OR EXISTS (SELECT 1 FROM ltm_pending p WHERE p.user_id = memories.user_id AND p.memory_id = memories.id)) "

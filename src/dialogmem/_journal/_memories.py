@@ -11,6 +11,7 @@ functions run inside the journal's one commit (``_sql.SQLJournal.commit``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -25,7 +26,12 @@ from ._rows import ID_PART, Conn, Row, SQLRows, many, parts
 from ._schema import IndexState
 from ._vectors import decode, encode
 
-_SELECT = "SELECT id, payload, access_count, last_accessed, status FROM memories"
+#: record fields a ``memories`` row keeps in columns of their own, so its payload leaves them out
+#: (~100 bytes a row); reading puts them back (a row written before holds them in both, equal)
+COLUMN_FIELDS = ("id", "user_id", "tier", "agent_id", "session_id", "speaker_name", "float_time_stamp", "version")
+#: what ``memory_row`` reads
+ROW_COLUMNS = f"{', '.join(COLUMN_FIELDS)}, payload, access_count, last_accessed, status"
+_SELECT = f"SELECT {ROW_COLUMNS} FROM memories"
 
 
 class MemorySQL(SQLRows):
@@ -130,8 +136,7 @@ class MemorySQL(SQLRows):
         d = self.dialect
         last = ""
         while True:
-            sql = ("SELECT id, payload, access_count, last_accessed, status, vector, index_state FROM memories "
-                   f"WHERE id > {d.mark}")
+            sql = f"SELECT {ROW_COLUMNS}, vector, index_state FROM memories WHERE id > {d.mark}"
             params: list[object] = [last]
             if states is None:
                 sql += " AND status='active'"
@@ -256,17 +261,28 @@ def add_access(db: Conn, d: Dialect, deltas: Sequence[tuple[str, str, int, float
 
 
 def _payload(record: MemoryRecord) -> str:
-    # access statistics live in their own columns (incremented in place), not in the payload; fields
-    # holding their default are left out and read back as it (a rule memory: ~320 of ~710 bytes; the
-    # defaults are pinned by tests/storage/test_footprint.py)
-    return record.model_dump_json(exclude_defaults=True, exclude={"access_count", "last_accessed"})
+    # access statistics and the ``COLUMN_FIELDS`` live in their own columns (the counters incremented
+    # in place), not in the payload; fields holding their default are left out and read back as it (a
+    # rule memory: ~320 of ~710 bytes; the defaults are pinned by tests/storage/test_footprint.py)
+    return record.model_dump_json(exclude_defaults=True, exclude={"access_count", "last_accessed", *COLUMN_FIELDS})
 
 
 def memory_row(row: Row) -> MemoryRecord:
-    """The record of a ``memories`` row (payload, access columns), mending what an older version let in."""
-    record = stored_record(row["payload"])
-    return record.model_copy(update={"access_count": max(0, row["access_count"] or 0),
-                                     "last_accessed": unix_time_or_none(row["last_accessed"])})
+    """The record of a ``memories`` row (``ROW_COLUMNS``: payload, the fields kept in columns, access
+    columns), mending what an older version let in."""
+    raw = row["payload"]
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise StoreError(f"memory row {row['id']!r} holds a payload that is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise StoreError(f"memory row {row['id']!r} holds a payload that is not a JSON object")
+    for name in COLUMN_FIELDS:
+        if name not in data:
+            data[name] = row[name]
+    data["access_count"] = max(0, row["access_count"] or 0)
+    data["last_accessed"] = unix_time_or_none(row["last_accessed"])
+    return stored_record(data)
 
 
 def like_pattern(text: str) -> str:

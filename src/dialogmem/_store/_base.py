@@ -8,7 +8,7 @@ user behaves exactly like an id that does not exist.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -21,6 +21,11 @@ from ..types import IndexFilter
 #: the scope the shared LTM graph's nodes are indexed under: a ``user_id`` no caller can give
 #: (``check_id`` refuses control characters), so no user's read or write ever reaches it
 LTM_SCOPE = "\x1fltm"
+
+#: where an index reads the records its points do not copy: (user_id, ids) -> the records of those ids
+#: that the user holds (active), keyed by id; ids it does not hold are left out. The store passes its
+#: journal's memory rows (one batched read), so an Edge point need not carry a second copy of its record.
+RecordSource = Callable[[str, Sequence[str]], Mapping[str, MemoryRecord]]
 
 #: payload fields with an index in every adapter
 INDEXED_FIELDS = ("user_id", "float_time_stamp", "speaker_name", "tier", "entities")

@@ -64,16 +64,26 @@ def bm25_text(record: MemoryRecord) -> str:
     return " ".join([record.memory, *record.keywords, *missing_words(record.original_memory, record.memory)])
 
 
-def to_payload(record: MemoryRecord, *, nulls: bool = False) -> dict[str, Any]:
+def to_payload(record: MemoryRecord, *, nulls: bool = False, with_record: bool = True) -> dict[str, Any]:
     """A point's payload: the fields filters and payload indexes read (``FILTER_FIELDS``, top level;
-    ``nulls``: also those that are None, so a partial update clears them), and the whole record as
-    one JSON string (``RECORD_FIELD``). The bindings turn a payload into the engine's values field
-    by field, about 7 us each here: the record's 31 fields cost ~210 us a point, a third of an
-    import's time, against ~55 us packed (benchmarks/bench_import.py)."""
+    ``nulls``: also those that are None, so a partial update clears them), and, ``with_record``, the
+    whole record as one JSON string (``RECORD_FIELD``); without it the record is read from where the
+    index's ``RecordSource`` keeps it (``has_record`` tells the two apart). The bindings turn a
+    payload into the engine's values field by field, about 7 us each here: the record's 31 fields
+    cost ~210 us a point, a third of an import's time, against ~55 us packed (benchmarks/bench_import.py)."""
     data = record.model_dump(mode="json", include=set(FILTER_FIELDS))
     out = {k: v for k, v in data.items() if nulls or v is not None}
-    out[RECORD_FIELD] = packed_record(record)
+    if with_record:
+        out[RECORD_FIELD] = packed_record(record)
+    elif nulls:
+        out[RECORD_FIELD] = None  # an update drops a copy the point was written with
     return out
+
+
+def has_record(payload: dict[str, Any]) -> bool:
+    """Whether a payload holds its record: packed (``RECORD_FIELD``), or spread over its fields as
+    points were written before packing (they always hold ``memory``)."""
+    return isinstance(payload.get(RECORD_FIELD), str) or "memory" in payload
 
 
 def packed_record(record: MemoryRecord) -> str:

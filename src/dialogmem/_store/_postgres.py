@@ -692,7 +692,7 @@ def _array(value: Any) -> list[str] | None:
 def _hit(row: Any, with_vectors: bool) -> Hit:
     payload = {"user_id": row[1], RECORD_FIELD: row[2]}
     vector = np.array(row[3][1:-1].split(","), dtype=np.float32) if with_vectors else None
-    return payload, vector
+    return row[0], payload, vector
 
 
 def _scored(row: Any, with_payload: bool) -> Scored:

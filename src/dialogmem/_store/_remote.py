@@ -109,12 +109,12 @@ class RemoteIndex(ScopedIndex):
         records, nxt = self._client.scroll(
             self.collection, scroll_filter=_filter(spec), limit=limit, offset=offset,
             with_payload=True, with_vectors=[DENSE] if with_vectors else False)
-        return [(r.payload, r.vector) for r in records], (None if nxt is None else str(nxt))
+        return [(str(r.id), r.payload, r.vector) for r in records], (None if nxt is None else str(nxt))
 
     def _fetch(self, ids: list[str], with_vectors: bool) -> list[Hit]:
         records = self._client.retrieve(self.collection, ids=ids, with_payload=True,
                                         with_vectors=[DENSE] if with_vectors else False)
-        return [(r.payload, r.vector) for r in records]
+        return [(str(r.id), r.payload, r.vector) for r in records]
 
     def _query(self, specs: list[SearchSpec]) -> list[list[Scored]]:
         requests = [_request(s) for s in specs]

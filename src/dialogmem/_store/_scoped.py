@@ -17,10 +17,11 @@ import qdrant_edge
 
 from .._errors import InputError, StoreError
 from .._types import MemoryRecord, ScoredRecord
-from ._base import IndexFilter, IndexPoint
+from ._base import LTM_SCOPE, IndexFilter, IndexPoint, RecordSource
 from ._filters import FilterSpec, SearchSpec, scope
 from ._fusion import convex_fusion
 from ._payload import (
+    FILTER_FIELDS,
     Bm25Encoder,
     backend_errors,
     changes_text,
@@ -29,6 +30,7 @@ from ._payload import (
     dense_list,
     from_payload,
     half_precision,
+    has_record,
     merge_payload,
     point_id,
     point_ids,
@@ -36,8 +38,8 @@ from ._payload import (
     to_payload,
 )
 
-#: what a primitive returns per point: payload and (when asked) the named vectors
-Hit = tuple[dict[str, Any] | None, Any]
+#: what a primitive returns per point: its canonical id, payload and (when asked) the named vectors
+Hit = tuple[str, dict[str, Any] | None, Any]
 Scored = tuple[str, dict[str, Any] | None, float]  # (point id, payload or None, score)
 
 
@@ -50,12 +52,20 @@ class ScopedIndex(ABC):
     #: reading the fused top's payloads afterwards (a second request): for a server a round trip away
     _lists_with_payloads = False
 
-    def __init__(self, *, dim: int) -> None:
+    def __init__(self, *, dim: int, records: RecordSource | None = None) -> None:
         if dim < 1:
             raise InputError(f"dim must be positive, got {dim}")
         self.dim = dim
         self._bm25 = Bm25Encoder()
         self._closed = False
+        #: where the records of points written without one are read (None: every point keeps its own)
+        self._record_source = records
+
+    def _keeps_record(self, record: MemoryRecord) -> bool:
+        """Whether a point of ``record`` carries a copy of it: always without a record source, and for
+        what the source does not hold (the LTM graph's nodes; an id in another spelling than the
+        canonical one the index reads back)."""
+        return self._record_source is None or record.user_id == LTM_SCOPE or point_id(record.id) != record.id
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -67,20 +77,33 @@ class ScopedIndex(ABC):
                 raise InputError(f"record id must be a UUID string, got {p.record.id!r}")
             # vectors are stored at half precision (float16 values) by every backend
             rows.append((pid, dense_list(half_precision(p.vector), self.dim), self._bm25.document(p.record),
-                         to_payload(p.record)))
+                         to_payload(p.record, with_record=self._keeps_record(p.record))))
         if rows:
             with self._io("upsert"):
                 self._make_room("upsert", len(rows))
                 self._upsert(rows)
 
     def set_payload(self, id: str, user_id: str, fields: dict) -> bool:
-        found = self.retrieve([id], user_id)
+        scope(user_id)
+        pid = point_id(id)
+        with self._io("retrieve"):
+            hits = self._fetch([pid], False) if pid is not None else []
+        hits = [h for h in hits if h[1] is not None and h[1].get("user_id") == user_id]
+        found = list(self._records(hits, False))
         if not found:
             return False
-        record = merge_payload(found[0][0], fields)
+        record = merge_payload(found[0][1], fields)
+        # a point keeps what it was written with: its own copy of the record (written again, merged),
+        # or none (the record source's is the record)
+        keeps = has_record(hits[0][1] or {})
+        if not keeps and not set(fields) <= set(FILTER_FIELDS):
+            # the point holds its filter fields only, the record source the rest: a change to the rest
+            # made here would be lost on the next read (and the BM25 vector would no longer match it)
+            raise StoreError(f"{self._label} keeps no copy of memory {id}'s record: only its filter fields "
+                             f"{sorted(FILTER_FIELDS)} can be set here; change the record in the journal")
         # The merged record is written whole (its filter fields, None included, and the packed
         # record): the index has one writer (the change writer), so no other update can interleave.
-        payload = to_payload(record, nulls=True)
+        payload = to_payload(record, nulls=True, with_record=keeps)
         sparse = self._bm25.document(record) if changes_text(fields) else None
         with self._io("set_payload"):
             self._make_room("set_payload", 1)
@@ -114,8 +137,8 @@ class ScopedIndex(ABC):
         # Points are read by id and the scope is checked here, on the payload's indexed ``user_id``:
         # another user's id is left out exactly like a missing one. A read by id is a third of a
         # filtered scroll's time (0.2 against 0.6 ms for 14 ids at 10^5 points).
-        found = {point_id(r.id): (r, vec) for r, vec in self._records(
-            [h for h in hits if h[0] is not None and h[0].get("user_id") == user_id], with_vectors)}
+        found = {pid: (r, vec) for pid, r, vec in self._records(
+            [h for h in hits if h[1] is not None and h[1].get("user_id") == user_id], with_vectors)}
         return [found[i] for i in wanted if i in found]
 
     def count(self, user_id: str, flt: IndexFilter | None = None) -> int:
@@ -134,7 +157,7 @@ class ScopedIndex(ABC):
         spec = scope(user_id, flt)
         with self._io("scroll"):
             hits, nxt = self._scroll(spec, limit, start, False)
-        return [r for r, _ in self._records(hits, False)], nxt
+        return [r for _, r, _ in self._records(hits, False)], nxt
 
     # -- maintenance (every user at once: rebuilds and imports, never a caller's request) ----------
 
@@ -148,7 +171,17 @@ class ScopedIndex(ABC):
         """One page of every user's points ordered by id, with vectors; and the next offset."""
         with self._io("scroll"):
             hits, nxt = self._scroll(FilterSpec(must=()), check_limit(limit), offset, with_vectors)
-        return list(self._records(hits, with_vectors)), nxt
+        return [(r, vec) for _, r, vec in self._records(hits, with_vectors)], nxt
+
+    def points_without_records(self) -> int:
+        """Points of every user written without a copy of their record (a full scan of the payloads)."""
+        n, offset = 0, None
+        while True:
+            with self._io("scroll"):
+                hits, offset = self._scroll(FilterSpec(must=()), 500, offset, False)
+            n += sum(1 for _, payload, _ in hits if payload is not None and not has_record(payload))
+            if offset is None:
+                return n
 
     def hybrid_search(self, user_id: str, vector: np.ndarray, text: str, *, limit: int,
                       flt: IndexFilter | None = None, prefetch_limit: int | None = None,
@@ -188,12 +221,12 @@ class ScopedIndex(ABC):
         n = len(views)
         fused = [convex_fusion([(i, s) for i, _, s in answers[v]], [(i, s) for i, _, s in answers[n + v]],
                                dense_weight=dense_weight, limit=limit) for v in range(n)]
-        records: dict[str | None, MemoryRecord]
         if payloads:
             wanted = {i for f in fused for i, _ in f}
-            records = {i: from_payload(p) for answer in answers for i, p, _ in answer if i in wanted and p is not None}
+            records = self._resolve([(i, p) for answer in answers for i, p, _ in answer if i in wanted])
         else:
-            records = {point_id(r.id): r for r, _ in self.retrieve([i for f in fused for i, _ in f], user_id)}
+            records = {pid: r for r, _ in self.retrieve([i for f in fused for i, _ in f], user_id)
+                       if (pid := point_id(r.id)) is not None}
         return [[ScoredRecord(record=records[i], score=s) for i, s in f if i in records] for f in fused]
 
     def dense_search(self, user_id: str, vector: np.ndarray, *, limit: int,
@@ -218,14 +251,40 @@ class ScopedIndex(ABC):
     def _search(self, specs: list[SearchSpec], operation: str) -> list[list[ScoredRecord]]:
         with self._io(operation):
             answers = self._query(specs)
-        return [[ScoredRecord(record=from_payload(payload), score=float(score))
-                 for _, payload, score in hits] for hits in answers]
+        records = self._resolve([(i, payload) for hits in answers for i, payload, _ in hits])
+        # a hit whose record the source no longer holds (deleted since the index was written) is left out
+        return [[ScoredRecord(record=records[i], score=float(score)) for i, _, score in hits if i in records]
+                for hits in answers]
 
-    @staticmethod
-    def _records(hits: list[Hit], with_vectors: bool
-                 ) -> Iterator[tuple[MemoryRecord, np.ndarray | None]]:
-        for payload, vectors in hits:
-            yield from_payload(payload), (dense_array(vectors) if with_vectors else None)
+    def _records(self, hits: list[Hit], with_vectors: bool
+                 ) -> Iterator[tuple[str, MemoryRecord, np.ndarray | None]]:
+        """(id, record, vector or None) of each hit whose record is found, in order."""
+        records = self._resolve([(i, payload) for i, payload, _ in hits])
+        for pid, _, vectors in hits:
+            if pid in records:
+                yield pid, records[pid], (dense_array(vectors) if with_vectors else None)
+
+    def _resolve(self, hits: Sequence[tuple[str, dict[str, Any] | None]]) -> dict[str, MemoryRecord]:
+        """The records of these (id, payload) hits by id: decoded from the payloads that hold one, and
+        for those written without one, read from the record source in one call per user (an id it
+        no longer holds is left out). A hit without a payload is left out."""
+        out: dict[str, MemoryRecord] = {}
+        bare: dict[str, list[str]] = {}
+        for pid, payload in hits:
+            if payload is None:
+                continue
+            if has_record(payload):
+                out[pid] = from_payload(payload)
+            else:
+                bare.setdefault(str(payload.get("user_id")), []).append(pid)
+        if bare and self._record_source is None:
+            raise StoreError(f"{self._label} holds {sum(map(len, bare.values()))} points without their memory "
+                             "records (the store's journal keeps them) and was opened without the journal")
+        for user_id, ids in bare.items():
+            assert self._record_source is not None
+            found = self._record_source(user_id, ids)
+            out.update((i, found[i]) for i in ids if i in found)
+        return out
 
     # -- lifecycle -----------------------------------------------------------------------------
 

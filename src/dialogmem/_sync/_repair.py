@@ -52,15 +52,27 @@ def recover_journal(config: Config, data_dir: Path) -> RepairReport:
         raise StoreError(f"there is no index at {paths.index} to recover memories from")
     started = time.perf_counter()
     index = EdgeIndex(paths.index, dim=config.embedder.dim, min_free_mb=config.store.min_free_mb)
-    journal = SQLiteJournal(paths.journal)
     try:
-        journal.set_meta("import_index", None)
-        recovered = import_from_index(journal, index)
-        journal.mark_index([r.id for r, _, _ in journal.index_rows(states=None)], IndexState.SYNCED)
-        paths.write_marker(IndexMarker(store_id=journal.meta("store_id") or "",
-                                       generation=int(journal.meta("index_generation") or 1)))
+        if _lean_points(index):
+            raise StoreError(f"the index at {paths.index} keeps no copies of the memories (store.index_records "
+                             "was off when they were written; the journal was their only copy): --from-index "
+                             "cannot recover them. Restore the journal from a backup or an export")
+        journal = SQLiteJournal(paths.journal)
+        try:
+            journal.set_meta("import_index", None)
+            recovered = import_from_index(journal, index)
+            journal.mark_index([r.id for r, _, _ in journal.index_rows(states=None)], IndexState.SYNCED)
+            paths.write_marker(IndexMarker(store_id=journal.meta("store_id") or "",
+                                           generation=int(journal.meta("index_generation") or 1)))
+        finally:
+            journal.close()
     finally:
         index.close()
-        journal.close()
     return RepairReport(memories_recovered=recovered, seconds=round(time.perf_counter() - started, 3))
+
+
+def _lean_points(index: EdgeIndex) -> int:
+    """How many of the index's memory points hold no copy of their record (read before anything is
+    written, so a refusal leaves no journal behind)."""
+    return index.points_without_records()
 

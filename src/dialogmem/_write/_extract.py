@@ -176,9 +176,11 @@ class RuleExtractor:
         lines.append(f"{turn.speaker}: {_normalised(turn)}")
         salience = FILLER_SALIENCE if is_filler(turn.text) else DEFAULT_SALIENCE
         fact = fact_from_turns("\n".join(lines), [*context, turn], method="rule", salience=salience)
-        # each cited turn's whole line: the same text (and cached vector) as when it was a memory's own
-        update: dict[str, Any] = {"parts": [*(f"{c.speaker}: {text}" for c, text in zip(context, said, strict=True)),
-                                            lines[-1]]}
+        # the memory's own lines, context clipped as in its text: composing the whole lines of long
+        # context turns gave them more weight than they have in the text, and LoCoMo dev evidence
+        # recall at 512 tokens fell 0.768 -> 0.760; a context turn that is not clipped is the same
+        # text (and cached vector) as when it was a memory's own
+        update: dict[str, Any] = {"parts": lines}
         if context:  # the memory is the turn's: its speaker, its time and topic, not the context's
             update |= {"speaker_name": turn.speaker, "topic_id": turn.topic_id}
         return fact.model_copy(update=update)
