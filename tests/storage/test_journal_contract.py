@@ -598,3 +598,11 @@ def test_a_batch_is_a_few_statements_whatever_its_size(opener: Opener, n: int) -
     owners = j.memory_owners([records[0].id, _record(n + 1).id, "missing"])
     assert owners == {records[0].id: "u", _record(n + 1).id: "w"}
     assert len(j.memory_owners([_record(i).id for i in range(1, 2 * n + 1)] + ["x"] * 7000)) == 2 * n
+
+
+def test_a_list_of_ids_is_one_array_parameter_on_postgresql() -> None:
+    """psycopg parses every parameter mark of a statement on the client: a batch's ids go to
+    PostgreSQL as one array (``= ANY(%s)``); sqlite3 binds a mark each."""
+    ids = ["a", "b", "c"]
+    assert POSTGRES.one_of("id", ids) == ("id = ANY(%s)", [ids])
+    assert SQLITE.one_of("id", ids) == ("id IN (?,?,?)", ids)

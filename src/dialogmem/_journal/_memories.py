@@ -93,7 +93,8 @@ class MemorySQL(SQLRows):
         few thousand ids (an import checks a whole batch at once)."""
         d = self.dialect
         return {r[0]: r[1] for part in parts(memory_ids, ID_PART)
-                for r in self._query(f"SELECT id, user_id FROM memories WHERE id IN ({d.marks(part)})", part)}
+                for sql, params in [d.one_of("id", part)]
+                for r in self._query(f"SELECT id, user_id FROM memories WHERE {sql}", params)}
 
     def users_over_capacity(self, capacity: int, user_id: str | None = None) -> list[str]:
         """Users whose active MTM holds more than ``capacity`` items."""
@@ -191,8 +192,8 @@ _UPSERT = (
 
 def held_owners(db: Conn, d: Dialect, ids: Sequence[str]) -> dict[str, str]:
     """id -> user of the memories among ``ids`` the journal holds (inside the caller's transaction)."""
-    return {r[0]: r[1] for part in parts(ids, ID_PART)
-            for r in db.execute(f"SELECT id, user_id FROM memories WHERE id IN ({d.marks(part)})", part).fetchall()}
+    return {r[0]: r[1] for part in parts(ids, ID_PART) for sql, params in [d.one_of("id", part)]
+            for r in db.execute(f"SELECT id, user_id FROM memories WHERE {sql}", params).fetchall()}
 
 
 def write_memories(db: Conn, d: Dialect, user_id: str, writes: Sequence[MemoryWrite],
@@ -264,9 +265,9 @@ def insert_histories(db: Conn, d: Dialect, user_id: str, entries: Sequence[Histo
     """History rows, in order; an ADD for a memory that has one already (held, or earlier in
     ``entries``) is a replay and is skipped."""
     adds = [e.memory_id for e in entries if e.event is Event.ADD]
-    added = {r[0] for part in parts(adds, ID_PART) for r in db.execute(
-        f"SELECT memory_id FROM history WHERE user_id={d.mark} AND event='ADD' AND memory_id IN ({d.marks(part)})",
-        [user_id, *part]).fetchall()}
+    added = {r[0] for part in parts(adds, ID_PART) for sql, params in [d.one_of("memory_id", part)]
+             for r in db.execute(f"SELECT memory_id FROM history WHERE user_id={d.mark} AND event='ADD' AND {sql}",
+                                 [user_id, *params]).fetchall()}
     rows = []
     for e in entries:
         if e.event is Event.ADD:
@@ -281,8 +282,9 @@ def insert_histories(db: Conn, d: Dialect, user_id: str, entries: Sequence[Histo
 
 def set_index_state(db: Conn, d: Dialect, ids: Sequence[str], state: IndexState, error: str | None) -> None:
     for part in parts(ids, 500):
-        db.execute(f"UPDATE memories SET index_state={d.mark}, index_error={d.mark} WHERE id IN ({d.marks(part)})",
-                   [int(state), error, *part])
+        sql, params = d.one_of("id", part)
+        db.execute(f"UPDATE memories SET index_state={d.mark}, index_error={d.mark} WHERE {sql}",
+                   [int(state), error, *params])
 
 
 def add_access(db: Conn, d: Dialect, deltas: Sequence[tuple[str, str, int, float]]) -> None:

@@ -150,8 +150,10 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
             if t.user_id != user_id:
                 raise StoreError(f"turn {t.id} belongs to another user than {user_id}")
         with self._tx() as db:
-            held_turns = {r[0] for part in parts([t.id for t, _, _ in turns], ID_PART) for r in db.execute(
-                f"SELECT id FROM turns WHERE user_id={p} AND id IN ({d.marks(part)})", [user_id, *part]).fetchall()}
+            held_turns = {r[0] for part in parts([t.id for t, _, _ in turns], ID_PART)
+                          for sql, params in [d.one_of("id", part)]
+                          for r in db.execute(f"SELECT id FROM turns WHERE user_id={p} AND {sql}",
+                                              [user_id, *params]).fetchall()}
             first: dict[str, tuple[Turn, int, str | None]] = {}  # a turn held, or met before, is left out
             for t, s, e in turns:
                 if t.id not in held_turns:
@@ -163,8 +165,9 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
             added["turns"] = len(fresh)
             added["memories"] = import_memories(db, d, user_id, memories, now)
             seen = {(r[0], r[1], r[2], r[3]) for part in parts([e.memory_id for e in history], ID_PART)
+                    for sql, params in [d.one_of("memory_id", part)]
                     for r in db.execute(f"SELECT memory_id, event, timestamp, actor FROM history WHERE user_id={p} "
-                                        f"AND memory_id IN ({d.marks(part)})", [user_id, *part]).fetchall()}
+                                        f"AND {sql}", [user_id, *params]).fetchall()}
             new = []
             for e in history:  # an identical row (held, or earlier in the file) is left out
                 key = (e.memory_id, e.event.value, e.timestamp, e.actor)

@@ -132,9 +132,9 @@ def insert_turns(db: Conn, d: Dialect, turns: Sequence[Turn], now: float) -> lis
     held: dict[tuple[str, str], str] = {}
     for user_id in dict.fromkeys(t.user_id for t in turns):
         ids = [t.id for t in turns if t.user_id == user_id]
-        held.update(((user_id, r[0]), r[1]) for part in parts(ids, ID_PART) for r in db.execute(
-            f"SELECT id, content FROM turns WHERE user_id={d.mark} AND id IN ({d.marks(part)})",
-            [user_id, *part]).fetchall())
+        held.update(((user_id, r[0]), r[1]) for part in parts(ids, ID_PART) for sql, params in [d.one_of("id", part)]
+                    for r in db.execute(f"SELECT id, content FROM turns WHERE user_id={d.mark} AND {sql}",
+                                        [user_id, *params]).fetchall())
     fresh: list[Turn] = []
     for t in turns:
         known = held.get((t.user_id, t.id))
@@ -158,9 +158,10 @@ def set_pending_status(db: Conn, d: Dialect, user_id: str, ids: Sequence[str], s
     """Moves pending turns to ``status`` (inside the caller's transaction); returns how many moved."""
     moved = 0
     for part in parts(ids, 500):
+        sql, params = d.one_of("id", part)
         moved += db.execute(f"UPDATE turns SET processed={d.mark}, error={d.mark} WHERE user_id={d.mark} "
-                            f"AND processed={d.mark} AND id IN ({d.marks(part)})",
-                            [int(status), error, user_id, int(TurnStatus.PENDING), *part]).rowcount
+                            f"AND processed={d.mark} AND {sql}",
+                            [int(status), error, user_id, int(TurnStatus.PENDING), *params]).rowcount
     return moved
 
 
