@@ -6,7 +6,7 @@ Edge, with the same points, is the reference for hits and scores."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import pytest
 from dialogmem import MemoryRecord
 from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint, PgIndex
 from dialogmem._store import _postgres as pg_module
+from dialogmem._store._payload import RRF_K
 
 DIM = 384
 
@@ -194,5 +195,57 @@ def test_a_schema_from_before_is_converted_when_opened(pgvector_url: str, pgvect
         q = _unit(np.random.default_rng(4), 1)[0]
         truth = [recs[i].id for i in mine[np.argsort(-(vecs[mine] @ q))[:5]]]
         assert [h.record.id for h in pg.dense_search("big", q, limit=5)] == truth
+    finally:
+        pg.close()
+
+
+def test_a_search_is_one_round_trip_and_fuses_as_rrf_fusion(pgvector_url: str, pgvector_schema: str,
+                                                            tmp_path: Path) -> None:
+    """Each search — dense, BM25, hybrid by RRF with its records, the convex fusion's two lists — is one
+    round trip to the server (one ``ReadyForQuery`` in libpq's protocol trace), for a scope ranked
+    exactly and for a graphed one alike; the RRF fused in SQL is ``rrf_fusion``'s, ids and scores."""
+    from psycopg import pq
+    from psycopg_pool import ConnectionPool
+
+    from dialogmem._store._fusion import rrf_fusion
+
+    trace = tmp_path / "trace.txt"
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pgvector_schema}"')
+    pool = ConnectionPool(pgvector_url, min_size=1, max_size=1, open=False,
+                          kwargs={"autocommit": True, "options": f"-c search_path={pgvector_schema},public"})
+    pool.open(wait=True)
+    pg = PgIndex(pool, dim=DIM, exact_max=50, owns_pool=True)
+
+    def round_trips(search: Callable[..., object], *args: object, **kwargs: object) -> int:
+        with pool.connection() as conn:  # the pool's one connection, the search's too
+            pass
+        with trace.open("w") as fh:
+            conn.pgconn.trace(fh.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+            try:
+                search(*args, **kwargs)
+            finally:
+                conn.pgconn.untrace()
+        return trace.read_text().count("ReadyForQuery")
+
+    try:
+        words = ["garden", "roses", "shed", "tulips", "autumn", "orchard"]
+        for user, n in (("big", 80), ("small", 20)):
+            _put([pg], [_record(user, f"{words[i % 6]} {words[(i * 5) % 6]} note {i}") for i in range(n)], seed=n)
+        assert dict(_rows(pgvector_url, pgvector_schema, "SELECT user_id, graphed FROM ix_users")) == {
+            "big": True, "small": False}
+        for user in ("big", "small"):
+            for q, text in zip(_unit(np.random.default_rng(5), 3), ("garden roses", "shed autumn", "orchard"),
+                               strict=True):
+                assert round_trips(pg.dense_search, user, q, limit=5) == 1
+                assert round_trips(pg.lexical_search, user, text, limit=5) == 1
+                assert round_trips(pg.hybrid_search, user, q, text, limit=5, prefetch_limit=20) == 1
+                assert round_trips(pg.hybrid_search, user, q, text, limit=5, dense_weight=0.4) == 1
+                fused = pg.hybrid_search(user, q, text, limit=5, prefetch_limit=20)
+                want = rrf_fusion([h.record.id for h in pg.dense_search(user, q, limit=20)],
+                                  [h.record.id for h in pg.lexical_search(user, text, limit=20)], k=RRF_K, limit=5)
+                assert [(h.record.id, round(h.score, 12)) for h in fused] == [(i, round(s, 12)) for i, s in want]
+                assert all(h.record.user_id == user and h.record.memory for h in fused)
     finally:
         pg.close()
