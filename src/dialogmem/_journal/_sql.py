@@ -155,10 +155,10 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
                           for r in db.execute(f"SELECT id FROM turns WHERE user_id={p} AND {sql}",
                                               [user_id, *params]).fetchall()}
             first: dict[str, tuple[Turn, int, str | None]] = {}  # a turn held, or met before, is left out
-            for t, s, e in turns:
+            for t, turn_status, error in turns:
                 if t.id not in held_turns:
-                    first.setdefault(t.id, (t, int(s), e))
-            status = {tid: (s, e) for tid, (_, s, e) in first.items()}
+                    first.setdefault(t.id, (t, int(turn_status), error))
+            status = {tid: (code, error) for tid, (_, code, error) in first.items()}
             fresh = insert_turns(db, d, [t for t, _, _ in first.values()], now)
             many(db, f"UPDATE turns SET processed={p}, error={p} WHERE user_id={p} AND id={p}",
                  [(*status[t.id], user_id, t.id) for t in fresh])
@@ -168,7 +168,7 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
                     for sql, params in [d.one_of("memory_id", part)]
                     for r in db.execute(f"SELECT memory_id, event, timestamp, actor FROM history WHERE user_id={p} "
                                         f"AND {sql}", [user_id, *params]).fetchall()}
-            new = []
+            new: list[HistoryEntry] = []
             for e in history:  # an identical row (held, or earlier in the file) is left out
                 key = (e.memory_id, e.event.value, e.timestamp, e.actor)
                 if key not in seen:
