@@ -202,7 +202,13 @@ class PgIndex(ScopedIndex):
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ix_terms (point_id uuid NOT NULL REFERENCES ix_points (id) "
                 "ON DELETE CASCADE, term bigint NOT NULL, user_id text NOT NULL, weight real NOT NULL, "
-                "PRIMARY KEY (point_id, term))")
+                "PRIMARY KEY (point_id, term) INCLUDE (weight))")
+            # a point's weight of a term read from the key alone (BM25 scores the points it meets by
+            # it); a schema from before has the key without the weight
+            if conn.execute("SELECT i.indnatts = i.indnkeyatts FROM pg_index i WHERE i.indexrelid = "
+                            "'ix_terms_pkey'::regclass").fetchone()[0]:
+                conn.execute("ALTER TABLE ix_terms DROP CONSTRAINT ix_terms_pkey, "
+                             "ADD PRIMARY KEY (point_id, term) INCLUDE (weight)")
             # a user's rows of a term, best weight first, read from the index alone (point included)
             conn.execute("CREATE INDEX IF NOT EXISTS ix_terms_impact ON ix_terms (term, user_id, weight DESC) "
                          "INCLUDE (point_id)")
@@ -512,7 +518,10 @@ def _run_plans(conn: Any, plans: list[_Plan]) -> None:
 def _walk_settings(limit: int) -> dict[str, str]:
     """The HNSW walk's settings, for a statement that may take it: a candidate list of at least
     ``limit``, and pgvector's iterative scan (a filter never leaves it short of results)."""
-    return {"hnsw.ef_search": str(min(1000, max(EF_SEARCH, limit))), "hnsw.iterative_scan": "strict_order"}
+    return {"hnsw.ef_search": str(min(1000, max(EF_SEARCH, limit))), "hnsw.iterative_scan": "strict_order",
+            # the plan not taken is planned too: a parallel one launched its workers (~17 ms) before
+            # its one-time filter said it would not run
+            "max_parallel_workers_per_gather": "0"}
 
 
 def _hybrid_plan(spec: SearchSpec, dense: tuple[str, tuple[Any, ...]], lexical: _Plan) -> _Plan:
