@@ -27,6 +27,17 @@ from bench_store import records, unit_vectors
 from dialogmem._store import EdgeIndex, IndexPoint, PgIndex
 
 
+def server_settings(url: str) -> str:
+    """The server's version and the memory settings a search's speed depends on (a graph and table
+    larger than shared_buffers are read from the OS cache, and searches evict each other)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        names = ("server_version", "shared_buffers", "effective_cache_size", "work_mem")
+        values = [conn.execute(f"SHOW {n}").fetchone()[0] for n in names]
+    return "postgres " + ", ".join(f"{n} {v}" for n, v in zip(names, values, strict=True))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pg-url", required=True)
@@ -73,6 +84,7 @@ def main() -> None:
                             idx.hybrid_search(users[i], qv[i], texts[i], limit=10)
                         lat[name, kind].append((time.perf_counter() - t) * 1000)
         print(f"points {args.n:,} over {args.users:,} users; {args.queries} queries each (limit 50; hybrid 10)")
+        print(server_settings(args.pg_url))
         for kind in kinds:
             row = [f"{kind:<7}"]
             for name in indexes:

@@ -155,6 +155,10 @@ def main() -> None:
             for stage, (calls, total) in sorted(stages[backend, fusion].items()):
                 if calls:
                     print(f"  {stage:<22} mean {total / calls:.2f} ms")
+        if "postgres" in backends and args.pg_url:
+            from bench_pg_index import server_settings
+
+            print(server_settings(args.pg_url))
         print(f"RSS                      {rss_mb():.0f} MB")
     finally:
         if args.path is None:

@@ -6,7 +6,7 @@ Edge, with the same points, is the reference for hits and scores."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import pytest
 from dialogmem import MemoryRecord
 from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint, PgIndex
 from dialogmem._store import _postgres as pg_module
+from dialogmem._store._payload import RRF_K
 
 DIM = 384
 
@@ -196,3 +197,99 @@ def test_a_schema_from_before_is_converted_when_opened(pgvector_url: str, pgvect
         assert [h.record.id for h in pg.dense_search("big", q, limit=5)] == truth
     finally:
         pg.close()
+
+
+def test_a_search_is_one_round_trip_and_fuses_as_rrf_fusion(pgvector_url: str, pgvector_schema: str,
+                                                            tmp_path: Path) -> None:
+    """Each search — dense, BM25, hybrid by RRF with its records, the convex fusion's two lists — is one
+    round trip to the server (one ``ReadyForQuery`` in libpq's protocol trace), for a scope ranked
+    exactly and for a graphed one alike; the RRF fused in SQL is ``rrf_fusion``'s, ids and scores."""
+    from psycopg import pq
+    from psycopg_pool import ConnectionPool
+
+    from dialogmem._store._fusion import rrf_fusion
+
+    trace = tmp_path / "trace.txt"
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pgvector_schema}"')
+    pool = ConnectionPool(pgvector_url, min_size=1, max_size=1, open=False,
+                          kwargs={"autocommit": True, "options": f"-c search_path={pgvector_schema},public"})
+    pool.open(wait=True)
+    pg = PgIndex(pool, dim=DIM, exact_max=50, owns_pool=True)
+
+    def round_trips(search: Callable[..., object], *args: object, **kwargs: object) -> int:
+        with pool.connection() as conn:  # the pool's one connection, the search's too
+            pass
+        with trace.open("w") as fh:
+            conn.pgconn.trace(fh.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+            try:
+                search(*args, **kwargs)
+            finally:
+                conn.pgconn.untrace()
+        return trace.read_text().count("ReadyForQuery")
+
+    try:
+        words = ["garden", "roses", "shed", "tulips", "autumn", "orchard"]
+        for user, n in (("big", 80), ("small", 20)):
+            _put([pg], [_record(user, f"{words[i % 6]} {words[(i * 5) % 6]} note {i}") for i in range(n)], seed=n)
+        assert dict(_rows(pgvector_url, pgvector_schema, "SELECT user_id, graphed FROM ix_users")) == {
+            "big": True, "small": False}
+        for user in ("big", "small"):
+            for q, text in zip(_unit(np.random.default_rng(5), 3), ("garden roses", "shed autumn", "orchard"),
+                               strict=True):
+                assert round_trips(pg.dense_search, user, q, limit=5) == 1
+                assert round_trips(pg.lexical_search, user, text, limit=5) == 1
+                assert round_trips(pg.hybrid_search, user, q, text, limit=5, prefetch_limit=20) == 1
+                assert round_trips(pg.hybrid_search, user, q, text, limit=5, dense_weight=0.4) == 1
+                fused = pg.hybrid_search(user, q, text, limit=5, prefetch_limit=20)
+                want = rrf_fusion([h.record.id for h in pg.dense_search(user, q, limit=20)],
+                                  [h.record.id for h in pg.lexical_search(user, text, limit=20)], k=RRF_K, limit=5)
+                assert [(h.record.id, round(h.score, 12)) for h in fused] == [(i, round(s, 12)) for i, s in want]
+                assert all(h.record.user_id == user and h.record.memory for h in fused)
+    finally:
+        pg.close()
+
+
+def _zipf_text(rng: np.random.Generator, vocabulary: int, words: int) -> str:
+    """Words of a Zipf-distributed vocabulary (s = 1.1, as in English text): a few common, most rare."""
+    ranks = np.minimum(rng.zipf(1.1, size=words), vocabulary)
+    return " ".join(f"v{int(r)}x" for r in ranks)
+
+
+def _sc_ran(url: str, schema: str, plan: pg_module._Plan) -> bool:
+    """Whether the statement summed every term row of the scope (its ``sc`` step ran)."""
+    with psycopg.connect(url, options=f"-c search_path={schema},public") as conn:
+        (doc,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + str(plan.sql), plan.args).fetchone()
+
+    def nodes(node: dict) -> Iterator[dict]:
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    return any(n.get("Subplan Name") == "CTE sc" and n.get("Actual Loops", 0) > 0 for n in nodes(doc[0]["Plan"]))
+
+
+def test_bm25_reads_the_best_rows_of_each_term_and_ranks_as_the_full_sum(
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str) -> None:
+    """On a corpus with a natural vocabulary (Zipf-distributed words, texts of 4-30 words, 3,000 points
+    in one scope), a BM25 search reads each query term's best rows and scores the points met exactly;
+    its top equals Edge's full BM25 (scores and ids) for every query, and for most queries the bound
+    held, so the scope's term rows were never all summed (the statement's ``sc`` step did not run)."""
+    edge, pg = pair
+    rng = np.random.default_rng(11)
+    records = [_record("big", _zipf_text(rng, 5000, int(rng.integers(4, 31)))) for _ in range(3000)]
+    records += [_record("other", _zipf_text(rng, 5000, int(rng.integers(4, 31)))) for _ in range(300)]
+    _put([edge, pg], records)
+    skipped = 0
+    queries = [_zipf_text(rng, 400, int(rng.integers(2, 7))) for _ in range(30)]
+    for query in queries:
+        for limit in (5, 10):
+            want, got = edge.lexical_search("big", query, limit=limit), pg.lexical_search("big", query, limit=limit)
+            assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-3)
+            cut = want[-1].score + 1e-3 if want else 0.0  # above the last score: no tie left to either side
+            assert {h.record.id for h in got if h.score > cut} == {h.record.id for h in want if h.score > cut}
+        plan = pg_module._lexical_plan(pg_module.FilterSpec(must=(pg_module.Match("user_id", "big"),)),
+                                       pg._bm25.query(query), 10, False)
+        skipped += not _sc_ran(pgvector_url, pgvector_schema, plan)
+    assert skipped >= len(queries) * 2 // 3, skipped

@@ -484,8 +484,9 @@ class Memory:
             if vectors is not None and len(vectors) != len(items):
                 raise InputError(f"{len(items)} records but {len(vectors)} vectors")
             by_user: dict[str, ChangeSet] = {}
+            owners = self._parts.journal.memory_owners([r.id for r in items])
             for i, r in enumerate(items):
-                owner = self._parts.journal.memory_owner(r.id)
+                owner = owners.get(r.id)
                 if owner is not None and owner != r.user_id:
                     raise InputError(f"memory id {r.id} already belongs to another user")
                 vector = None if vectors is None else np.asarray(vectors[i], dtype=np.float32)

@@ -10,7 +10,7 @@ dialect has nothing for it; neither journal reads back generated ids, so nothing
 
 from __future__ import annotations
 
-from collections.abc import Sized
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass
 
 
@@ -40,11 +40,20 @@ class Dialect:
     #: process owns the store
     lock_user: str | None
     unlock_user: str | None
+    #: bind a list of values as one array parameter (``= ANY(%s)``) instead of a mark each
+    #: (``IN (?, ?, …)``): psycopg parses every mark of a statement, and 500 of them cost more than the rows
+    array_param: bool = False
 
     def marks(self, items: int | Sized) -> str:
         """``n`` parameter marks separated by commas (for ``IN (...)``), ``n`` a count or a sequence."""
         n = items if isinstance(items, int) else len(items)
         return ",".join([self.mark] * n)
+
+    def one_of(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
+        """SQL testing ``column`` against a list of ``values``, and its parameters."""
+        if self.array_param:
+            return f"{column} = ANY({self.mark})", [list(values)]
+        return f"{column} IN ({self.marks(values)})", list(values)
 
     def json_field(self, column: str, field: str) -> str:
         return self.json_field_sql.format(column=column, field=field)
@@ -62,4 +71,4 @@ POSTGRES = Dialect(
     random_hex32="replace(gen_random_uuid()::text, '-', '')", json_field_sql="({column}::jsonb ->> '{field}')",
     lock_open="SELECT pg_advisory_xact_lock(hashtext(%s))",
     lock_user="SELECT pg_advisory_lock(hashtext(%s), hashtext(%s))",
-    unlock_user="SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))")
+    unlock_user="SELECT pg_advisory_unlock(hashtext(%s), hashtext(%s))", array_param=True)

@@ -1,7 +1,7 @@
 """The LTM hand-over queue of the journal (schema step ``_v5_ltm_pending``): MTM items evicted (or
 compressed into a near-duplicate) that the next consolidation cycle must take in.
 
-The mark is written in the eviction's own transaction (``_memories.remove_memory`` with status
+The mark is written in the eviction's own transaction (``_memories.remove_memories`` with status
 ``evicted``) and cleared in the transaction that commits the consolidation cycle which read it
 (``GraphCommit.done``). So an evicted item is handed to consolidation exactly once, whatever
 process dies in between and whatever the clocks say: before the cycle commits, the mark is still
@@ -27,9 +27,9 @@ class LTMQueueSQL(SQLRows):
                                                   "ORDER BY user_id, memory_id")]
 
 
-def queue_for_ltm(db: Conn, d: Dialect, user_id: str, memory_id: str) -> None:
-    db.execute(f"INSERT INTO ltm_pending (user_id, memory_id) VALUES ({d.mark}, {d.mark}) ON CONFLICT DO NOTHING",
-               (user_id, memory_id))
+def queue_for_ltm(db: Conn, d: Dialect, pairs: Sequence[tuple[str, str]]) -> None:
+    many(db, f"INSERT INTO ltm_pending (user_id, memory_id) VALUES ({d.mark}, {d.mark}) ON CONFLICT DO NOTHING",
+         list(pairs))
 
 
 def unqueue_for_ltm(db: Conn, d: Dialect, pairs: Sequence[tuple[str, str]]) -> None:

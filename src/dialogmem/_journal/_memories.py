@@ -12,7 +12,7 @@ functions run inside the journal's one commit (``_sql.SQLJournal.commit``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,6 +94,14 @@ class MemorySQL(SQLRows):
         rows = self._query(f"SELECT user_id FROM memories WHERE id={self.dialect.mark}", (memory_id,))
         return rows[0][0] if rows else None
 
+    def memory_owners(self, memory_ids: Sequence[str]) -> dict[str, str]:
+        """The user holding each of ``memory_ids`` that the journal holds (any status), one read a
+        few thousand ids (an import checks a whole batch at once)."""
+        d = self.dialect
+        return {r[0]: r[1] for part in parts(memory_ids, ID_PART)
+                for sql, params in [d.one_of("id", part)]
+                for r in self._query(f"SELECT id, user_id FROM memories WHERE {sql}", params)}
+
     def users_over_capacity(self, capacity: int, user_id: str | None = None) -> list[str]:
         """Users whose active MTM holds more than ``capacity`` items."""
         p = self.dialect.mark
@@ -174,83 +182,114 @@ class MemorySQL(SQLRows):
 
 
 # -- writes, inside the caller's transaction ------------------------------------------------
-def write_memory(db: Conn, d: Dialect, user_id: str, w: MemoryWrite, vector: np.ndarray | None,
-                 now: float) -> None:
-    p, r = d.mark, w.record
-    if r.user_id != user_id:
-        raise StoreError(f"memory {r.id} belongs to another change set's user")
-    owner = db.execute(f"SELECT user_id FROM memories WHERE id={p}", (r.id,)).fetchone()
-    if owner is not None and owner[0] != user_id:
-        raise StoreError(f"memory id {r.id} is taken by another user")
-    db.execute(
-        "INSERT INTO memories (id, user_id, status, tier, agent_id, session_id, speaker_name, float_time_stamp, "
-        "version, payload, vector, index_state, index_error, updated_at) "
-        f"VALUES ({p}, {p}, 'active', {d.marks(9)}, NULL, {p}) ON CONFLICT(id) DO UPDATE SET "
-        "status='active', tier=excluded.tier, agent_id=excluded.agent_id, session_id=excluded.session_id, "
-        "speaker_name=excluded.speaker_name, float_time_stamp=excluded.float_time_stamp, "
-        "version=excluded.version, payload=excluded.payload, vector=COALESCE(excluded.vector, memories.vector), "
-        "index_state=excluded.index_state, index_error=NULL, updated_at=excluded.updated_at",
-        (r.id, user_id, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
-         _payload(r), encode(vector), int(IndexState.UPSERT), now))
-    insert_history(db, d, user_id, HistoryEntry(
-        memory_id=r.id, event=w.event, old_memory=w.old.memory if w.old is not None else None,
-        new_memory=r.memory, timestamp=now, actor=w.actor, previous=w.old))
-    if w.sleep_pending:
-        db.execute(f"INSERT INTO sleep_pending (user_id, memory_id) VALUES ({p}, {p}) ON CONFLICT DO NOTHING",
-                   (user_id, r.id))
+# Each takes a whole batch in a few statements (one read of what is held, one ``executemany`` a
+# table): on PostgreSQL a statement is a round trip, and psycopg pipelines an ``executemany``.
+
+_UPSERT = (
+    "INSERT INTO memories (id, user_id, status, tier, agent_id, session_id, speaker_name, float_time_stamp, "
+    "version, payload, vector, index_state, index_error, updated_at) "
+    "VALUES ({p}, {p}, 'active', {nine}, NULL, {p}) ON CONFLICT(id) DO UPDATE SET "
+    "status='active', tier=excluded.tier, agent_id=excluded.agent_id, session_id=excluded.session_id, "
+    "speaker_name=excluded.speaker_name, float_time_stamp=excluded.float_time_stamp, "
+    "version=excluded.version, payload=excluded.payload, vector=COALESCE(excluded.vector, memories.vector), "
+    "index_state=excluded.index_state, index_error=NULL, updated_at=excluded.updated_at")
 
 
-def remove_memory(db: Conn, d: Dialect, user_id: str, rm: MemoryRemoval, now: float) -> None:
-    p, r = d.mark, rm.record
-    db.execute(f"UPDATE memories SET status={p}, index_state={p}, index_error=NULL, updated_at={p} "
-               f"WHERE id={p} AND user_id={p}", (rm.status, int(IndexState.REMOVE), now, r.id, user_id))
-    insert_history(db, d, user_id, HistoryEntry(
-        memory_id=r.id, event=rm.event, old_memory=r.memory, new_memory=None, timestamp=now, actor=rm.actor,
-        previous=r))
-    db.execute(f"DELETE FROM sleep_pending WHERE user_id={p} AND memory_id={p}", (user_id, r.id))
-    if rm.status == "evicted":  # handed to the next LTM consolidation cycle, exactly once
-        queue_for_ltm(db, d, user_id, r.id)
-    else:
-        unqueue_for_ltm(db, d, [(user_id, r.id)])
+def held_owners(db: Conn, d: Dialect, ids: Sequence[str]) -> dict[str, str]:
+    """id -> user of the memories among ``ids`` the journal holds (inside the caller's transaction)."""
+    return {r[0]: r[1] for part in parts(ids, ID_PART) for sql, params in [d.one_of("id", part)]
+            for r in db.execute(f"SELECT id, user_id FROM memories WHERE {sql}", params).fetchall()}
 
 
-def import_memory(db: Conn, d: Dialect, user_id: str, r: MemoryRecord, status: str, vector: np.ndarray | None,
-                  now: float) -> bool:
-    """A memory row copied from an export as it was; False (nothing written) when its id is held."""
-    if r.user_id != user_id:
-        raise StoreError(f"memory {r.id} belongs to another user than {user_id}")
-    owner = db.execute(f"SELECT user_id FROM memories WHERE id={d.mark}", (r.id,)).fetchone()
-    if owner is not None:
-        if owner[0] != user_id:
-            raise StoreError(f"memory id {r.id} is taken by another user")
-        return False
-    state = IndexState.UPSERT if status == "active" else IndexState.SYNCED  # new ids: nothing to remove
-    db.execute(
-        "INSERT INTO memories (id, user_id, status, tier, agent_id, session_id, speaker_name, float_time_stamp, "
-        "version, payload, vector, access_count, last_accessed, index_state, index_error, updated_at) "
-        f"VALUES ({d.marks(14)}, NULL, {d.mark})",
-        (r.id, user_id, status, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp,
-         r.version, _payload(r), encode(vector), r.access_count, r.last_accessed, int(state), now))
-    return True
-
-
-def insert_history(db: Conn, d: Dialect, user_id: str, e: HistoryEntry) -> None:
-    """One history row; an ADD for a memory that has one already is a replay and is skipped."""
-    p = d.mark
-    if e.event is Event.ADD and db.execute(
-            f"SELECT 1 FROM history WHERE user_id={p} AND memory_id={p} AND event='ADD'",
-            (user_id, e.memory_id)).fetchone():
+def write_memories(db: Conn, d: Dialect, user_id: str, writes: Sequence[MemoryWrite],
+                   vectors: Mapping[str, np.ndarray], now: float) -> None:
+    """The memory rows of ``writes`` (all of ``user_id``: an id held by another user is refused),
+    their history rows, and the sleep queue's entries, in order."""
+    if not writes:
         return
-    previous = e.previous.model_dump_json() if e.previous is not None else None
-    db.execute("INSERT INTO history (memory_id, user_id, event, old_memory, new_memory, timestamp, actor, "
-               f"old_record) VALUES ({d.marks(8)})",
-               (e.memory_id, user_id, e.event.value, e.old_memory, e.new_memory, e.timestamp, e.actor, previous))
+    for w in writes:
+        if w.record.user_id != user_id:
+            raise StoreError(f"memory {w.record.id} belongs to another change set's user")
+    for mid, owner in held_owners(db, d, [w.record.id for w in writes]).items():
+        if owner != user_id:
+            raise StoreError(f"memory id {mid} is taken by another user")
+    many(db, _UPSERT.format(p=d.mark, nine=d.marks(9)), [
+        (r.id, user_id, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
+         _payload(r), encode(vectors.get(r.id)), int(IndexState.UPSERT), now) for r in (w.record for w in writes)])
+    insert_histories(db, d, user_id, [HistoryEntry(
+        memory_id=w.record.id, event=w.event, old_memory=w.old.memory if w.old is not None else None,
+        new_memory=w.record.memory, timestamp=now, actor=w.actor, previous=w.old) for w in writes])
+    many(db, f"INSERT INTO sleep_pending (user_id, memory_id) VALUES ({d.mark}, {d.mark}) ON CONFLICT DO NOTHING",
+         [(user_id, w.record.id) for w in writes if w.sleep_pending])
+
+
+def remove_memories(db: Conn, d: Dialect, user_id: str, removals: Sequence[MemoryRemoval], now: float) -> None:
+    """Mark the removed memories (deleted or evicted) for the index to drop, with their history rows;
+    an evicted one is handed to the next LTM consolidation cycle, exactly once."""
+    if not removals:
+        return
+    many(db, f"UPDATE memories SET status={d.mark}, index_state={d.mark}, index_error=NULL, updated_at={d.mark} "
+             f"WHERE id={d.mark} AND user_id={d.mark}",
+         [(rm.status, int(IndexState.REMOVE), now, rm.record.id, user_id) for rm in removals])
+    insert_histories(db, d, user_id, [HistoryEntry(
+        memory_id=rm.record.id, event=rm.event, old_memory=rm.record.memory, new_memory=None, timestamp=now,
+        actor=rm.actor, previous=rm.record) for rm in removals])
+    many(db, f"DELETE FROM sleep_pending WHERE user_id={d.mark} AND memory_id={d.mark}",
+         [(user_id, rm.record.id) for rm in removals])
+    last = {rm.record.id: rm.status for rm in removals}  # a memory removed twice ends as its last removal says
+    queue_for_ltm(db, d, [(user_id, mid) for mid, status in last.items() if status == "evicted"])
+    unqueue_for_ltm(db, d, [(user_id, mid) for mid, status in last.items() if status != "evicted"])
+
+
+def import_memories(db: Conn, d: Dialect, user_id: str,
+                    memories: Sequence[tuple[MemoryRecord, str, np.ndarray | None]], now: float) -> int:
+    """Memory rows copied from an export as they were (record, status, vector); one whose id is held
+    already (or comes twice) is left out. Returns how many were written."""
+    for r, _, _ in memories:
+        if r.user_id != user_id:
+            raise StoreError(f"memory {r.id} belongs to another user than {user_id}")
+    held = held_owners(db, d, [r.id for r, _, _ in memories])
+    for mid, owner in held.items():
+        if owner != user_id:
+            raise StoreError(f"memory id {mid} is taken by another user")
+    fresh: dict[str, tuple[MemoryRecord, str, np.ndarray | None]] = {}
+    for r, status, vector in memories:
+        if r.id not in held and r.id not in fresh:
+            fresh[r.id] = (r, status, vector)
+    many(db, "INSERT INTO memories (id, user_id, status, tier, agent_id, session_id, speaker_name, "
+             "float_time_stamp, version, payload, vector, access_count, last_accessed, index_state, index_error, "
+             f"updated_at) VALUES ({d.marks(14)}, NULL, {d.mark})",
+         [(r.id, user_id, status, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
+           _payload(r), encode(vector), r.access_count, r.last_accessed,
+           int(IndexState.UPSERT if status == "active" else IndexState.SYNCED),  # new ids: nothing to remove
+           now) for r, status, vector in fresh.values()])
+    return len(fresh)
+
+
+def insert_histories(db: Conn, d: Dialect, user_id: str, entries: Sequence[HistoryEntry]) -> None:
+    """History rows, in order; an ADD for a memory that has one already (held, or earlier in
+    ``entries``) is a replay and is skipped."""
+    adds = [e.memory_id for e in entries if e.event is Event.ADD]
+    added = {r[0] for part in parts(adds, ID_PART) for sql, params in [d.one_of("memory_id", part)]
+             for r in db.execute(f"SELECT memory_id FROM history WHERE user_id={d.mark} AND event='ADD' AND {sql}",
+                                 [user_id, *params]).fetchall()}
+    rows = []
+    for e in entries:
+        if e.event is Event.ADD:
+            if e.memory_id in added:
+                continue
+            added.add(e.memory_id)
+        previous = e.previous.model_dump_json() if e.previous is not None else None
+        rows.append((e.memory_id, user_id, e.event.value, e.old_memory, e.new_memory, e.timestamp, e.actor, previous))
+    many(db, "INSERT INTO history (memory_id, user_id, event, old_memory, new_memory, timestamp, actor, "
+             f"old_record) VALUES ({d.marks(8)})", rows)
 
 
 def set_index_state(db: Conn, d: Dialect, ids: Sequence[str], state: IndexState, error: str | None) -> None:
     for part in parts(ids, 500):
-        db.execute(f"UPDATE memories SET index_state={d.mark}, index_error={d.mark} WHERE id IN ({d.marks(part)})",
-                   [int(state), error, *part])
+        sql, params = d.one_of("id", part)
+        db.execute(f"UPDATE memories SET index_state={d.mark}, index_error={d.mark} WHERE {sql}",
+                   [int(state), error, *params])
 
 
 def add_access(db: Conn, d: Dialect, deltas: Sequence[tuple[str, str, int, float]]) -> None:

@@ -28,8 +28,8 @@ from ._dialect import Dialect
 from ._graph import GraphSQL
 from ._keys import KeySQL
 from ._ltmqueue import LTMQueueSQL
-from ._memories import MemorySQL, add_access, import_memory, insert_history, remove_memory, write_memory
-from ._rows import Conn, many, set_meta
+from ._memories import MemorySQL, add_access, import_memories, insert_histories, remove_memories, write_memories
+from ._rows import ID_PART, Conn, many, parts, set_meta
 from ._schema import MIGRATIONS, SCHEMA_VERSION, TurnStatus
 from ._turns import TurnSQL, insert_turns, set_pending_status
 
@@ -121,10 +121,8 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
         d, now = self.dialect, time.time()
         with self._tx() as db:
             insert_turns(db, d, cs.turns, now)
-            for w in cs.writes:
-                write_memory(db, d, cs.user_id, w, vectors.get(w.record.id), now)
-            for r in cs.removals:
-                remove_memory(db, d, cs.user_id, r, now)
+            write_memories(db, d, cs.user_id, cs.writes, vectors, now)
+            remove_memories(db, d, cs.user_id, cs.removals, now)
             claimed = set_pending_status(db, d, cs.user_id, cs.processed, TurnStatus.PROCESSED, None)
             if self.strict_claims and claimed != len(set(cs.processed)):
                 raise StoreError(f"{len(set(cs.processed)) - claimed} of the turns this change processes for user "
@@ -155,26 +153,36 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
         file again adds nothing. Active memories enter the index outbox. Returns how many were added."""
         d, p, now = self.dialect, self.dialect.mark, time.time()
         added = {"turns": 0, "memories": 0, "history": 0}
+        for t, _, _ in turns:
+            if t.user_id != user_id:
+                raise StoreError(f"turn {t.id} belongs to another user than {user_id}")
         with self._tx() as db:
-            for t, status, error in turns:
-                if t.user_id != user_id:
-                    raise StoreError(f"turn {t.id} belongs to another user than {user_id}")
-                if db.execute(f"SELECT 1 FROM turns WHERE user_id={p} AND id={p}", (user_id, t.id)).fetchone():
-                    continue
-                insert_turns(db, d, [t], now)
-                db.execute(f"UPDATE turns SET processed={p}, error={p} WHERE user_id={p} AND id={p}",
-                           (int(status), error, user_id, t.id))
-                added["turns"] += 1
-            for r, memory_status, vector in memories:
-                if import_memory(db, d, user_id, r, memory_status, vector, now):
-                    added["memories"] += 1
-            for e in history:
-                if db.execute(f"SELECT 1 FROM history WHERE user_id={p} AND memory_id={p} AND event={p} "
-                              f"AND timestamp={p} AND actor={p}",
-                              (user_id, e.memory_id, e.event.value, e.timestamp, e.actor)).fetchone():
-                    continue
-                insert_history(db, d, user_id, e)
-                added["history"] += 1
+            held_turns = {r[0] for part in parts([t.id for t, _, _ in turns], ID_PART)
+                          for sql, params in [d.one_of("id", part)]
+                          for r in db.execute(f"SELECT id FROM turns WHERE user_id={p} AND {sql}",
+                                              [user_id, *params]).fetchall()}
+            first: dict[str, tuple[Turn, int, str | None]] = {}  # a turn held, or met before, is left out
+            for t, turn_status, error in turns:
+                if t.id not in held_turns:
+                    first.setdefault(t.id, (t, int(turn_status), error))
+            status = {tid: (code, error) for tid, (_, code, error) in first.items()}
+            fresh = insert_turns(db, d, [t for t, _, _ in first.values()], now)
+            many(db, f"UPDATE turns SET processed={p}, error={p} WHERE user_id={p} AND id={p}",
+                 [(*status[t.id], user_id, t.id) for t in fresh])
+            added["turns"] = len(fresh)
+            added["memories"] = import_memories(db, d, user_id, memories, now)
+            seen = {(r[0], r[1], r[2], r[3]) for part in parts([e.memory_id for e in history], ID_PART)
+                    for sql, params in [d.one_of("memory_id", part)]
+                    for r in db.execute(f"SELECT memory_id, event, timestamp, actor FROM history WHERE user_id={p} "
+                                        f"AND {sql}", [user_id, *params]).fetchall()}
+            new: list[HistoryEntry] = []
+            for e in history:  # an identical row (held, or earlier in the file) is left out
+                key = (e.memory_id, e.event.value, e.timestamp, e.actor)
+                if key not in seen:
+                    seen.add(key)
+                    new.append(e)
+            insert_histories(db, d, user_id, new)
+            added["history"] = len(new)
         return added
 
     # -- forgetting -------------------------------------------------------------------------

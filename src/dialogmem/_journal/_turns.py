@@ -15,7 +15,7 @@ from typing import Any
 from .._errors import InputError
 from .._types import QuarantinedTurn, Turn, mend_stored
 from ._dialect import Dialect
-from ._rows import ID_PART, Conn, Row, SQLRows, parts
+from ._rows import ID_PART, Conn, Row, SQLRows, many, parts
 from ._schema import TurnStatus
 
 TURN_COLUMNS = ("seq, id, user_id, agent_id, session_id, speaker, role, content, time_stamp, float_time_stamp, "
@@ -125,23 +125,32 @@ class TurnSQL(SQLRows):
         return changed
 
 
-def insert_turns(db: Conn, d: Dialect, turns: Sequence[Turn], now: float) -> None:
-    """Journal ``turns`` (inside the caller's transaction); a turn already there with the same
-    content is a retry and is skipped, with other content an ``InputError``."""
-    p = d.mark
+def insert_turns(db: Conn, d: Dialect, turns: Sequence[Turn], now: float) -> list[Turn]:
+    """Journal ``turns`` (inside the caller's transaction) in a few statements; a turn already there
+    (or earlier in ``turns``) with the same content is a retry and is skipped, with other content an
+    ``InputError``. Returns the turns written."""
+    held: dict[tuple[str, str], str] = {}
+    for user_id in dict.fromkeys(t.user_id for t in turns):
+        ids = [t.id for t in turns if t.user_id == user_id]
+        held.update(((user_id, r[0]), r[1]) for part in parts(ids, ID_PART) for sql, params in [d.one_of("id", part)]
+                    for r in db.execute(f"SELECT id, content FROM turns WHERE user_id={d.mark} AND {sql}",
+                                        [user_id, *params]).fetchall())
+    fresh: list[Turn] = []
     for t in turns:
-        row = db.execute(f"SELECT content FROM turns WHERE user_id={p} AND id={p}", (t.user_id, t.id)).fetchone()
-        if row is not None:  # a retry that raced its first attempt: already journaled
-            if row[0] != t.content:
+        known = held.get((t.user_id, t.id))
+        if known is not None:  # a retry that raced its first attempt: already journaled
+            if known != t.content:
                 raise InputError(f"message id {t.id!r} already exists with different content")
             continue
-        db.execute(
-            "INSERT INTO turns (id, user_id, agent_id, session_id, speaker, role, content, time_stamp, "
-            f"float_time_stamp, weekday, metadata, created_at) VALUES ({d.marks(12)})",
-            (t.id, t.user_id, t.agent_id, t.session_id, t.speaker, t.role, t.content, t.time_stamp,
-             t.float_time_stamp, t.weekday, json.dumps(t.metadata, ensure_ascii=False), now))
-        db.execute(f"INSERT INTO speakers (user_id, speaker) VALUES ({p}, {p}) ON CONFLICT DO NOTHING",
-                   (t.user_id, t.speaker))
+        held[t.user_id, t.id] = t.content
+        fresh.append(t)
+    many(db, "INSERT INTO turns (id, user_id, agent_id, session_id, speaker, role, content, time_stamp, "
+             f"float_time_stamp, weekday, metadata, created_at) VALUES ({d.marks(12)})",
+         [(t.id, t.user_id, t.agent_id, t.session_id, t.speaker, t.role, t.content, t.time_stamp,
+           t.float_time_stamp, t.weekday, json.dumps(t.metadata, ensure_ascii=False), now) for t in fresh])
+    many(db, f"INSERT INTO speakers (user_id, speaker) VALUES ({d.mark}, {d.mark}) ON CONFLICT DO NOTHING",
+         list(dict.fromkeys((t.user_id, t.speaker) for t in fresh)))
+    return fresh
 
 
 def set_pending_status(db: Conn, d: Dialect, user_id: str, ids: Sequence[str], status: TurnStatus,
@@ -149,9 +158,10 @@ def set_pending_status(db: Conn, d: Dialect, user_id: str, ids: Sequence[str], s
     """Moves pending turns to ``status`` (inside the caller's transaction); returns how many moved."""
     moved = 0
     for part in parts(ids, 500):
+        sql, params = d.one_of("id", part)
         moved += db.execute(f"UPDATE turns SET processed={d.mark}, error={d.mark} WHERE user_id={d.mark} "
-                            f"AND processed={d.mark} AND id IN ({d.marks(part)})",
-                            [int(status), error, user_id, int(TurnStatus.PENDING), *part]).rowcount
+                            f"AND processed={d.mark} AND {sql}",
+                            [int(status), error, user_id, int(TurnStatus.PENDING), *params]).rowcount
     return moved
 
 

@@ -124,6 +124,7 @@ class Importer:
         store_embedder = self.embedder_id
         plan = _Plan(header=header, use_vectors=header.embedder == store_embedder)
         pending_turns: dict[str, dict[str, tuple[int, str]]] = {}
+        pending_memories: dict[str, tuple[int, str]] = {}  # memory id -> (line, user), its owner not yet read
         orphans: list[tuple[int, str, str]] = []  # history rows met before their memory: (line, user, memory)
         records = 0
         end: EndLine | None = None
@@ -144,12 +145,15 @@ class Importer:
                 continue
             records += 1
             try:
-                self._check_line(plan, n, line, pending_turns, orphans)
+                self._check_line(plan, n, line, pending_turns, pending_memories, orphans)
             except InputError as exc:
                 raise InputError(f"{name} line {n}: {exc}") from None
             if sum(map(len, pending_turns.values())) >= BATCH:
                 self._check_turns(name, pending_turns)
+            if len(pending_memories) >= BATCH:
+                self._check_owners(name, plan, pending_memories)
         self._check_turns(name, pending_turns)
+        self._check_owners(name, plan, pending_memories)
         if end is None and header.version >= 2:
             raise InputError(f"{name} ends after {records} records without its end line: it was cut short (a "
                              "version 2 export ends with {\"kind\": \"end\", ...})")
@@ -161,6 +165,7 @@ class Importer:
 
     def _check_line(self, plan: _Plan, n: int, line: Record,
                     pending_turns: dict[str, dict[str, tuple[int, str]]],
+                    pending_memories: dict[str, tuple[int, str]],
                     orphans: list[tuple[int, str, str]]) -> None:
         w = self.write
         if isinstance(line, TurnLine | QuarantinedLine):
@@ -182,16 +187,11 @@ class Importer:
             uid = check_record(r, w.max_metadata_bytes).user_id
             if r.id in plan.file_memories:
                 raise InputError(f"memory {r.id} appears twice")
-            owner = self.journal.memory_owner(r.id)
-            if owner is not None and owner != uid:
-                raise InputError(f"memory id {r.id} already belongs to another user")
-            if owner is not None:
-                plan.skip_memories.add(r.id)
             self._check_vector(plan, line)
             plan.file_memories[r.id] = uid
             plan.users.add(uid)
-            if owner is None:
-                plan.sources[r.id] = (uid, list(r.source_turn_ids))
+            plan.sources[r.id] = (uid, list(r.source_turn_ids))
+            pending_memories[r.id] = (n, uid)  # its owner in the store: read with its batch (_check_owners)
         else:
             uid = check_id("user_id", line.user_id)
             check_id("actor", line.entry.actor)
@@ -214,6 +214,19 @@ class Importer:
         if plan.use_vectors and vector.shape[0] != self.embedder.dim:
             raise InputError(f"vector has {vector.shape[0]} dimensions; the store's embedder makes "
                              f"{self.embedder.dim}")
+
+    def _check_owners(self, name: str, plan: _Plan, pending: dict[str, tuple[int, str]]) -> None:
+        """Memories of the file whose id the store holds: another user's is refused; the same
+        user's is left as it is (skipped, and not reported as lacking its turns)."""
+        owners = self.journal.memory_owners(list(pending))
+        for mid, (n, uid) in pending.items():
+            owner = owners.get(mid)
+            if owner is not None and owner != uid:
+                raise InputError(f"{name} line {n}: memory id {mid} already belongs to another user")
+            if owner is not None:
+                plan.skip_memories.add(mid)
+                plan.sources.pop(mid, None)
+        pending.clear()
 
     def _check_turns(self, name: str, pending: dict[str, dict[str, tuple[int, str]]]) -> None:
         """Turns of the file that the store holds with other content are refused (ids name one turn)."""
