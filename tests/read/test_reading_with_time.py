@@ -120,3 +120,15 @@ def test_a_change_said_against_the_old_value_is_the_newest_statement(make_memory
     new, old = ids[BAND_CHAT[6][1]], ids[BAND_CHAT[0][1]]
     assert _first_own(mem, "Which band does Mia love most these days?") == new
     assert _first_own(mem, "Which band did Mia love most before?") == old
+
+
+def test_a_line_sharing_only_a_common_word_with_the_statement_is_not_linked_to_it() -> None:
+    """A later line of the same person that shares "finally" with the move ("I finally cleaned out the kitchen
+    cupboards") is small talk, not the newest statement of where they live; one that names the same thing
+    ("Leeds") is."""
+    moved = _record("a", "Priya: Finally unpacked the last box, my new bedroom in Leeds is lovely.", "Priya", 1.0e9)
+    chores = _record("b", "Priya: I finally cleaned out the kitchen cupboards this weekend.", "Priya", 1.1e9)
+    now = validity_terms("Which city is Priya living in at the moment?", [moved, chores], "present")
+    assert now[0] > 0 and now[1] <= 0
+    named = _record("c", "Priya: The canal walks around Leeds are lovely in the evenings.", "Priya", 1.1e9)
+    assert validity_terms("Which city is Priya living in at the moment?", [moved, named], "present")[1] > 0

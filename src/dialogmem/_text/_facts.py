@@ -511,6 +511,25 @@ _NAMED = re.compile(r"(?<![.!?:]\s)(?<!^)(?<![.!?:])\b([A-Z][\w'&-]+)")
 _NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "OK", "TV"})
 
 
+_CALENDAR = frozenset(tokens(
+    "january february march april may june july august september october november december monday tuesday "
+    "wednesday thursday friday saturday sunday christmas easter new year"))
+
+
+def named_values(text: str, skip: Iterable[str] = ()) -> frozenset[str]:
+    """The particular things a line names mid-sentence, lower case ("Radiohead", "Kai", "Fleetwood"): its
+    capitalised words not opening a sentence, less "I", the speakers (``skip``) and calendar words. Two
+    lines that share one speak of the same thing; sharing a common word ("finally", "week") says nothing."""
+    low = {w.lower() for w in skip}
+    out = set()
+    for m in _NAMED.finditer(text.strip()):
+        word = m.group(1)
+        key = word.lower().split("'")[0]
+        if word not in _NOT_NAMES and key not in low and key not in _CALENDAR:
+            out.add(key)
+    return frozenset(out)
+
+
 def names_something(text: str, skip: Iterable[str] = ()) -> bool:
     """Whether a line names a particular thing mid-sentence ("parking the Land Rover", "Onboarding at Orbit
     Games"): a capitalised word not opening a sentence, not "I", nor one of ``skip`` (the speakers)."""
