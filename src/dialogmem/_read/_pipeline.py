@@ -28,6 +28,9 @@ from ._state import with_affinity
 
 #: the smallest K whose 2K candidates a present- or past-state question is selected from
 STATE_POOL_K = 20
+#: read a state question's candidates' own turns against the attribute prototypes (each embedded), not
+#: their stored window vectors
+LINE_AFFINITY = True
 
 
 class ReadResult(BaseModel):
@@ -87,6 +90,7 @@ class ReadPipeline:
         self.mmr_vectors = mmr_vectors
         self.dense_weight = dense_weight  # convex fusion's weight; None: RRF
         self._attributes: AttributeSpace | None = None  # the attribute prototypes, embedded on first use
+        self.line_affinity = LINE_AFFINITY
 
     def attributes(self) -> AttributeSpace:
         """The attribute prototypes' vectors for this pipeline's embedder, embedded once."""
@@ -113,7 +117,8 @@ class ReadPipeline:
                                           dense_weight=self.dense_weight)
         if plan.state is not None and len(vectors):
             # every candidate's affinity to the asked attribute (its stored vector against the prototypes)
-            candidates = with_affinity(self.index, user_id, plan, vectors[0], candidates, self.attributes())
+            candidates = with_affinity(self.index, user_id, plan, vectors[0], candidates, self.attributes(),
+                                       self.embedder if self.line_affinity else None)
         if self.mmr_vectors and len(candidates) > k:
             attach_vectors(self.index, user_id, candidates)
         t_retrieve = time.perf_counter()

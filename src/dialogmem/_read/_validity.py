@@ -61,8 +61,9 @@ W_REPLACED = 0.3
 W_NEWEST = 0.75
 W_PAST = 0.6
 W_OTHER = 0.3
-#: a candidate whose vector leads the other kinds by at least this for the asked attribute's prototypes
-#: (``_attributes``) is on topic when its own line is the asked person's statement, whatever its words
+#: a candidate whose vector (its own turn's, ``_state``) leads the other kinds by at least this for the asked
+#: attribute's prototypes (``_attributes``) is on topic when its own line is the asked person's statement,
+#: whatever its words (first probe set, own-turn vectors: 0.03 and 0.06 alike, 0.06 kept)
 AFFINITY_ON = 0.06
 #: the step between a memory's lines in the order of lines (its context was said just before it)
 _LINE_STEP = 1e-3
@@ -213,13 +214,17 @@ def _linked(candidates: Sequence[ScoredRecord], per_candidate: list[list[_Line]]
     line that names another attribute in its own words ("I accepted a job in Seattle" for where Tom lives)
     is about that one, and is never linked."""
     others = ALL_KINDS - kinds
-    own = [bool(mine) and _own_statement(c.record, mine[-1], holders) and not _changes_other(c.record, others)
-           for c, mine in zip(candidates, per_candidate, strict=True)]
-    for c, mine, ok in zip(candidates, per_candidate, own, strict=True):
-        if ok and not mine[-1].on_topic:
+    stated = [bool(mine) and _own_statement(c.record, mine[-1], holders)
+              for c, mine in zip(candidates, per_candidate, strict=True)]
+    own = [ok and not _changes_other(c.record, others) for c, ok in zip(candidates, stated, strict=True)]
+    for c, mine, ok, said in zip(candidates, per_candidate, own, stated, strict=True):
+        # a turn's own vector tells which attribute it is about better than the words of another kind
+        # ("I don't drink coffee anymore, doctor's orders" is a drink, not a doctor)
+        if (ok or (said and getattr(c, "line_affinity", False))) and not mine[-1].on_topic:
             affinity = getattr(c, "affinity", None)
             # the vector is the window's: when a context line is on topic, the lead may be that line's
-            if affinity is not None and affinity >= AFFINITY_ON and not any(ln.on_topic for ln in mine[:-1]):
+            if affinity is not None and affinity >= AFFINITY_ON and (
+                    getattr(c, "line_affinity", False) or not any(ln.on_topic for ln in mine[:-1])):
                 mine[-1].on_topic = True
     seeds = [i for i, mine in enumerate(per_candidate) if mine and mine[-1].on_topic]
     words: dict[str, set[str]] = {}

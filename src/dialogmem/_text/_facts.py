@@ -149,7 +149,7 @@ _CONTINUE = re.compile(r"\b(?:still|again|as\s+always|same\s+(?:old|as))\b", re.
 _NEGATION = re.compile(r"\b(?:not|no\s+longer|never|n't|don't|doesn't|isn't|aren't|wasn't)\b|n['’]t\b", re.I)
 _HYPOTHETICAL = re.compile(
     r"\b(?:if|would|might|could|maybe|perhaps|wish|someday|one\s+day|dream\w*|imagine|thinking\s+(?:about|of)"
-    r"|considering|hope|hoping|want\s+to|wants\s+to|plan\s+to|planning\s+to|should|wonder\w*)\b", re.I)
+    r"|considering|hope|hoping|want\s+to|wants\s+to|plan\s+to|planning\s+to|should|wonder(?:ed|ing)?)\b", re.I)
 _QUESTION_WORDS = re.compile(
     r"^(?:do|does|did|are|is|was|were|have|has|can|could|will|would|what|where|when|who|how|why|which)\b", re.I)
 
