@@ -147,7 +147,8 @@ def _candidate(rid: str, text: str, speaker: str, when: float) -> Candidate:
 def test_a_state_questions_candidates_are_read_by_their_own_turns_vector() -> None:
     """Each candidate's own turn is embedded and read against the attribute prototypes, not its window: the
     turn "I returned the car and cycle to work on a folding bike now" under a context line about a holiday
-    leads for vehicles; a short reply is not read at all; the turn before it in the window does not count."""
+    leads for vehicles; a short reply, or a turn of someone else than the person asked about, is not read at all;
+    the turn before it in the window does not count."""
     embedder = LocalEmbedder(quantize="int8")
     space = AttributeSpace(embedder)
     question = "How does Raj get around nowadays?"
@@ -155,12 +156,14 @@ def test_a_state_questions_candidates_are_read_by_their_own_turns_vector() -> No
     bike = _candidate("a", "Lee: We spent the whole holiday on the beach.\n"
                            "Raj: I sold the car and cycle to work on a folding bike now.", "Raj", 1.0e9)
     short = _candidate("b", "Lee: I bought a new car.\nRaj: Nice one!", "Raj", 1.0e9)
-    got = with_affinity(None, USER, plan, embedder.embed_query(question), [bike, short], space,  # type: ignore[arg-type]
-                        embedder)
+    other = _candidate("c", "Lee: I drive an electric hatchback to the office every day.", "Lee", 1.0e9)
+    got = with_affinity(None, USER, plan, embedder.embed_query(question), [bike, short, other],  # type: ignore[arg-type]
+                        space, embedder)
     alone = space.affinity(embedder.embed(["I sold the car and cycle to work on a folding bike now."]), {"vehicle"})
     assert got[0].line_affinity and abs(float(got[0].affinity or 0) - float(alone[0])) < 1e-5
     assert got[0].affinity is not None and got[0].affinity > 0
     assert got[1].affinity is None and not got[1].line_affinity
+    assert got[2].affinity is None  # not the person asked about: not read
 
 
 def test_a_turns_own_vector_puts_it_on_topic_whatever_its_context_or_another_kinds_word() -> None:
@@ -180,3 +183,15 @@ def test_a_sentence_doing_wonders_is_not_a_hypothetical() -> None:
     assert not is_hypothetical("What a wonderful little flat.")
     assert is_hypothetical("I wonder whether we should move.")
     assert is_hypothetical("I was wondering about Leeds.")
+
+
+def test_a_state_question_is_selected_from_a_wider_pool(make_memory: Any) -> None:
+    """A question that says "now" about a mutable attribute draws 2 x 40 candidates (the newest statement is
+    often worded like small talk and ranks low); a question that does not, 2K as before."""
+    mem = make_memory()
+    chat = [("Kai" if i % 2 else "Lee", f"Small talk number {i} about the weather and the {i}th biscuit.",
+             f"2023-01-{1 + i // 10:02d}T10:{i % 60:02d}:00") for i in range(100)]
+    _chat(mem, chat)
+    pipeline = mem._parts.search.pipeline  # the read pipeline: its own count of candidates
+    assert pipeline.search("Where does Kai live now?", USER, limit=10).candidates > 40
+    assert pipeline.search("What did Kai say about biscuits?", USER, limit=10).candidates <= 20

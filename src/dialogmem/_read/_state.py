@@ -21,7 +21,7 @@ import numpy as np
 
 from .._models._embed_base import Embedder
 from .._store._base import VectorIndex
-from .._text._facts import question_kinds
+from .._text._facts import question_holders, question_kinds
 from ._attributes import AttributeSpace
 from ._plan import QueryPlan
 from ._retrieve import Candidate
@@ -39,15 +39,18 @@ def with_affinity(index: VectorIndex, user_id: str, plan: QueryPlan, query_vecto
     no attribute kind).
 
     With ``embedder``, the affinity is its own turn's: each candidate's own line (a statement of ≥
-    ``_MIN_WORDS`` words, not a question) is embedded, in one call, and only that line is read against the
-    prototypes — a stored vector is its window's, three turns whose cosines to the prototypes are flat.
+    ``MIN_WORDS`` words, not a question, by the person the question names) is embedded, in one call, and
+    only that line is read against the prototypes — a stored vector is its window's, three turns whose cosines to the prototypes are flat.
     Without one, the stored vectors are read from the index (one ``retrieve``)."""
     kinds = asked_kinds(plan.query, query_vector, space)
     if not kinds or not candidates:
         return candidates
     if embedder is not None:
         texts = {c.record.id: own_line(c.record.memory) for c in candidates}
-        todo = [c for c in candidates if _statement(texts[c.record.id])]
+        # only the person asked about states their attribute (``_validity`` reads no one else's turn so)
+        holders = question_holders(plan.query, {c.record.speaker_name for c in candidates})
+        todo = [c for c in candidates if _statement(texts[c.record.id])
+                and (not holders or c.record.speaker_name.lower() in holders)]
         if todo:
             lines = list(dict.fromkeys(texts[c.record.id] for c in todo))
             table = dict(zip(lines, space.affinity(embedder.embed(lines), kinds), strict=True))
