@@ -40,8 +40,8 @@ def with_affinity(index: VectorIndex, user_id: str, plan: QueryPlan, query_vecto
 
     With ``embedder``, the affinity is its own turn's: each candidate's own line (a statement of ≥
     ``MIN_WORDS`` words, not a question, by the person the question names) is embedded, in one call, and
-    only that line is read against the prototypes — a stored vector is its window's, three turns whose cosines to the prototypes are flat.
-    Without one, the stored vectors are read from the index (one ``retrieve``)."""
+    only that line is read against the prototypes — a stored vector is its window's, three turns whose
+    cosines to the prototypes are flat. Without one, the stored vectors are read from the index (one ``retrieve``)."""
     kinds = asked_kinds(plan.query, query_vector, space)
     if not kinds or not candidates:
         return candidates
