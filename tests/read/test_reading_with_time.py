@@ -187,7 +187,8 @@ def test_a_sentence_doing_wonders_is_not_a_hypothetical() -> None:
 
 def test_a_state_question_is_selected_from_a_wider_pool(make_memory: Any) -> None:
     """A question that says "now" about a mutable attribute draws 2 x 40 candidates (the newest statement is
-    often worded like small talk and ranks low); a question that does not, 2K as before."""
+    often worded like small talk and ranks low); a state question naming no attribute, 2 x 20 as before; any
+    other question, 2K."""
     mem = make_memory()
     chat = [("Kai" if i % 2 else "Lee", f"Small talk number {i} about the weather and the {i}th biscuit.",
              f"2023-01-{1 + i // 10:02d}T10:{i % 60:02d}:00") for i in range(100)]
@@ -195,3 +196,5 @@ def test_a_state_question_is_selected_from_a_wider_pool(make_memory: Any) -> Non
     pipeline = mem._parts.search.pipeline  # the read pipeline: its own count of candidates
     assert pipeline.search("Where does Kai live now?", USER, limit=10).candidates > 40
     assert pipeline.search("What did Kai say about biscuits?", USER, limit=10).candidates <= 20
+    # "before" without an attribute: no attribute's history is read, the pool stays 2 x 20
+    assert 20 < pipeline.search("What did Kai say before the biscuits?", USER, limit=10).candidates <= 40
