@@ -8,8 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from dialogmem import Memory
+from dialogmem._models._embed import LocalEmbedder
+from dialogmem._read._attributes import AttributeSpace
+from dialogmem._read._plan import RulePlanner
+from dialogmem._read._retrieve import Candidate
+from dialogmem._read._state import with_affinity
 from dialogmem._read._validity import validity_terms
-from dialogmem._text._facts import of_someone_else, question_kinds, question_state, topic_kinds
+from dialogmem._text._facts import is_hypothetical, of_someone_else, question_kinds, question_state, topic_kinds
 from dialogmem._types import MemoryRecord, ScoredRecord
 
 USER = "u"
@@ -120,3 +125,76 @@ def test_a_change_said_against_the_old_value_is_the_newest_statement(make_memory
     new, old = ids[BAND_CHAT[6][1]], ids[BAND_CHAT[0][1]]
     assert _first_own(mem, "Which band does Mia love most these days?") == new
     assert _first_own(mem, "Which band did Mia love most before?") == old
+
+
+def test_a_line_sharing_only_a_common_word_with_the_statement_is_not_linked_to_it() -> None:
+    """A later line of the same person that shares "finally" with the move ("I finally cleaned out the kitchen
+    cupboards") is small talk, not the newest statement of where they live; one that names the same thing
+    ("Leeds") is."""
+    moved = _record("a", "Priya: Finally unpacked the last box, my new bedroom in Leeds is lovely.", "Priya", 1.0e9)
+    chores = _record("b", "Priya: I finally cleaned out the kitchen cupboards this weekend.", "Priya", 1.1e9)
+    now = validity_terms("Which city is Priya living in at the moment?", [moved, chores], "present")
+    assert now[0] > 0 and now[1] <= 0
+    named = _record("c", "Priya: The canal walks around Leeds are lovely in the evenings.", "Priya", 1.1e9)
+    assert validity_terms("Which city is Priya living in at the moment?", [moved, named], "present")[1] > 0
+
+
+def _candidate(rid: str, text: str, speaker: str, when: float) -> Candidate:
+    rec = _record(rid, text, speaker, when).record
+    return Candidate(record=rec, score=0.5)
+
+
+def test_a_state_questions_candidates_are_read_by_their_own_turns_vector() -> None:
+    """Each candidate's own turn is embedded and read against the attribute prototypes, not its window: the
+    turn "I returned the car and cycle to work on a folding bike now" under a context line about a holiday
+    leads for vehicles; a short reply, or a turn of someone else than the person asked about, is not read at all;
+    the turn before it in the window does not count."""
+    embedder = LocalEmbedder(quantize="int8")
+    space = AttributeSpace(embedder)
+    question = "How does Raj get around nowadays?"
+    plan = RulePlanner().plan(question, reference_time=None)
+    bike = _candidate("a", "Lee: We spent the whole holiday on the beach.\n"
+                           "Raj: I sold the car and cycle to work on a folding bike now.", "Raj", 1.0e9)
+    short = _candidate("b", "Lee: I bought a new car.\nRaj: Nice one!", "Raj", 1.0e9)
+    other = _candidate("c", "Lee: I drive an electric hatchback to the office every day.", "Lee", 1.0e9)
+    got = with_affinity(None, USER, plan, embedder.embed_query(question), [bike, short, other],  # type: ignore[arg-type]
+                        space, embedder)
+    alone = space.affinity(embedder.embed(["I sold the car and cycle to work on a folding bike now."]), {"vehicle"})
+    assert got[0].line_affinity and abs(float(got[0].affinity or 0) - float(alone[0])) < 1e-5
+    assert got[0].affinity is not None and got[0].affinity > 0
+    assert got[1].affinity is None and not got[1].line_affinity
+    assert got[2].affinity is None  # not the person asked about: not read
+
+
+def test_a_turns_own_vector_puts_it_on_topic_whatever_its_context_or_another_kinds_word() -> None:
+    """With the own turn's affinity, a statement joins the asked attribute even when a context line of its
+    window is on topic (a window's vector could be that line's) and even when it names another kind's word
+    ("doctor's orders" for a drink): the newest such statement comes first."""
+    old = _candidate("a", "Leo: Coffee is life, a flat white every single morning.", "Leo", 1.0e9)
+    new = _candidate("b", "Leo: What's your favourite drink these days?\n"
+                          "Leo: I don't drink coffee anymore, doctor's orders. Matcha instead.", "Leo", 1.2e9)
+    new.affinity, new.line_affinity = 0.1, True
+    now = validity_terms("What's Leo's favourite hot drink these days?", [old, new], "present")
+    assert now[1] > 0 and now[1] > now[0]
+
+
+def test_a_sentence_doing_wonders_is_not_a_hypothetical() -> None:
+    assert not is_hypothetical("The sea air in Brighton is doing wonders, I can hear gulls from my kitchen.")
+    assert not is_hypothetical("What a wonderful little flat.")
+    assert is_hypothetical("I wonder whether we should move.")
+    assert is_hypothetical("I was wondering about Leeds.")
+
+
+def test_a_state_question_is_selected_from_a_wider_pool(make_memory: Any) -> None:
+    """A question that says "now" about a mutable attribute draws 2 x 40 candidates (the newest statement is
+    often worded like small talk and ranks low); a state question naming no attribute, 2 x 20 as before; any
+    other question, 2K."""
+    mem = make_memory()
+    chat = [("Kai" if i % 2 else "Lee", f"Small talk number {i} about the weather and the {i}th biscuit.",
+             f"2023-01-{1 + i // 10:02d}T10:{i % 60:02d}:00") for i in range(100)]
+    _chat(mem, chat)
+    pipeline = mem._parts.search.pipeline  # the read pipeline: its own count of candidates
+    assert pipeline.search("Where does Kai live now?", USER, limit=10).candidates > 40
+    assert pipeline.search("What did Kai say about biscuits?", USER, limit=10).candidates <= 20
+    # "before" without an attribute: no attribute's history is read, the pool stays 2 x 20
+    assert 20 < pipeline.search("What did Kai say before the biscuits?", USER, limit=10).candidates <= 40

@@ -36,7 +36,7 @@ class Candidate(ScoredRecord):
 
     ``rank`` is its best rank in any view (0 = top); ``vector`` is filled only when asked for;
     ``affinity``, for a present- or past-state question only, is how close its vector is to the asked
-    attribute's prototypes (``_attributes``).
+    attribute's prototypes (``_attributes``), read from its own turn when ``line_affinity``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -45,6 +45,7 @@ class Candidate(ScoredRecord):
     rank: int = 0
     vector: Any = None  # np.ndarray | None; Any keeps pydantic from copying the array
     affinity: float | None = None
+    line_affinity: bool = False  # the affinity is its own turn's vector's, not its window's
 
 
 def per_view_budget(k: int, n_views: int) -> int:

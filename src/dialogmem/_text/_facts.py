@@ -149,7 +149,7 @@ _CONTINUE = re.compile(r"\b(?:still|again|as\s+always|same\s+(?:old|as))\b", re.
 _NEGATION = re.compile(r"\b(?:not|no\s+longer|never|n't|don't|doesn't|isn't|aren't|wasn't)\b|n['’]t\b", re.I)
 _HYPOTHETICAL = re.compile(
     r"\b(?:if|would|might|could|maybe|perhaps|wish|someday|one\s+day|dream\w*|imagine|thinking\s+(?:about|of)"
-    r"|considering|hope|hoping|want\s+to|wants\s+to|plan\s+to|planning\s+to|should|wonder\w*)\b", re.I)
+    r"|considering|hope|hoping|want\s+to|wants\s+to|plan\s+to|planning\s+to|should|wonder(?:ed|ing)?)\b", re.I)
 _QUESTION_WORDS = re.compile(
     r"^(?:do|does|did|are|is|was|were|have|has|can|could|will|would|what|where|when|who|how|why|which)\b", re.I)
 
@@ -509,6 +509,25 @@ def says_change(text: str) -> bool:
 
 _NAMED = re.compile(r"(?<![.!?:]\s)(?<!^)(?<![.!?:])\b([A-Z][\w'&-]+)")
 _NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "OK", "TV"})
+
+
+_CALENDAR = frozenset(tokens(
+    "january february march april may june july august september october november december monday tuesday "
+    "wednesday thursday friday saturday sunday christmas easter new year"))
+
+
+def named_values(text: str, skip: Iterable[str] = ()) -> frozenset[str]:
+    """The particular things a line names mid-sentence, lower case ("Radiohead", "Kai", "Fleetwood"): its
+    capitalised words not opening a sentence, less "I", the speakers (``skip``) and calendar words. Two
+    lines that share one speak of the same thing; sharing a common word ("finally", "week") says nothing."""
+    low = {w.lower() for w in skip}
+    out = set()
+    for m in _NAMED.finditer(text.strip()):
+        word = m.group(1)
+        key = word.lower().split("'")[0]
+        if word not in _NOT_NAMES and key not in low and key not in _CALENDAR:
+            out.add(key)
+    return frozenset(out)
 
 
 def names_something(text: str, skip: Iterable[str] = ()) -> bool:
