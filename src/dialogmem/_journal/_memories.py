@@ -22,7 +22,7 @@ from .._errors import StoreError
 from .._types import Event, HistoryEntry, MemoryRecord, mend_stored, stored_record, unix_time_or_none
 from ._dialect import Dialect
 from ._ltmqueue import queue_for_ltm, unqueue_for_ltm
-from ._rows import ID_PART, Conn, Row, SQLRows, many, parts
+from ._rows import ID_PART, Conn, Reader, Row, SQLRows, many, parts, rows_where_in, tx_reader
 from ._schema import IndexState
 from ._vectors import decode, encode
 
@@ -97,10 +97,7 @@ class MemorySQL(SQLRows):
     def memory_owners(self, memory_ids: Sequence[str]) -> dict[str, str]:
         """The user holding each of ``memory_ids`` that the journal holds (any status), one read a
         few thousand ids (an import checks a whole batch at once)."""
-        d = self.dialect
-        return {r[0]: r[1] for part in parts(memory_ids, ID_PART)
-                for sql, params in [d.one_of("id", part)]
-                for r in self._query(f"SELECT id, user_id FROM memories WHERE {sql}", params)}
+        return _owners(self._query, self.dialect, memory_ids)
 
     def users_over_capacity(self, capacity: int, user_id: str | None = None) -> list[str]:
         """Users whose active MTM holds more than ``capacity`` items."""
@@ -197,8 +194,12 @@ _UPSERT = (
 
 def held_owners(db: Conn, d: Dialect, ids: Sequence[str]) -> dict[str, str]:
     """id -> user of the memories among ``ids`` the journal holds (inside the caller's transaction)."""
-    return {r[0]: r[1] for part in parts(ids, ID_PART) for sql, params in [d.one_of("id", part)]
-            for r in db.execute(f"SELECT id, user_id FROM memories WHERE {sql}", params).fetchall()}
+    return _owners(tx_reader(db), d, ids)
+
+
+def _owners(read: Reader, d: Dialect, ids: Sequence[str]) -> dict[str, str]:
+    """id -> user of the held memories among ``ids``."""
+    return {r[0]: r[1] for r in rows_where_in(read, d, "SELECT id, user_id FROM memories WHERE", "id", ids)}
 
 
 def write_memories(db: Conn, d: Dialect, user_id: str, writes: Sequence[MemoryWrite],
@@ -270,9 +271,8 @@ def insert_histories(db: Conn, d: Dialect, user_id: str, entries: Sequence[Histo
     """History rows, in order; an ADD for a memory that has one already (held, or earlier in
     ``entries``) is a replay and is skipped."""
     adds = [e.memory_id for e in entries if e.event is Event.ADD]
-    added = {r[0] for part in parts(adds, ID_PART) for sql, params in [d.one_of("memory_id", part)]
-             for r in db.execute(f"SELECT memory_id FROM history WHERE user_id={d.mark} AND event='ADD' AND {sql}",
-                                 [user_id, *params]).fetchall()}
+    added = {r[0] for r in rows_where_in(tx_reader(db), d, f"SELECT memory_id FROM history WHERE user_id={d.mark} "
+                                         "AND event='ADD' AND", "memory_id", adds, [user_id])}
     rows = []
     for e in entries:
         if e.event is Event.ADD:

@@ -9,7 +9,7 @@ dialect's parameter marks, so nothing translates them on the way.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
@@ -71,3 +71,23 @@ def parts(ids: Sequence[str], size: int) -> Iterator[list[str]]:
     unique = list(dict.fromkeys(ids))
     for lo in range(0, len(unique), size):
         yield unique[lo:lo + size]
+
+
+#: runs one read statement with its parameters and returns its rows
+Reader = Callable[[str, Sequence[object]], Sequence[Row]]
+
+
+def tx_reader(db: Conn) -> Reader:
+    """A ``Reader`` inside the caller's transaction."""
+    return lambda sql, params: db.execute(sql, params).fetchall()
+
+
+def rows_where_in(read: Reader, d: Dialect, select: str, column: str, ids: Sequence[str],
+                  params: Sequence[object] = ()) -> list[Row]:
+    """The rows of ``select`` (a statement that ends in ``WHERE`` or ``AND``, its marks bound to
+    ``params``) whose ``column`` is one of ``ids``, read in parts of ``ID_PART`` ids: one statement each."""
+    out: list[Row] = []
+    for part in parts(ids, ID_PART):
+        sql, values = d.one_of(column, part)
+        out.extend(read(f"{select} {sql}", [*params, *values]))
+    return out

@@ -29,7 +29,7 @@ from ._graph import GraphSQL
 from ._keys import KeySQL
 from ._ltmqueue import LTMQueueSQL
 from ._memories import MemorySQL, add_access, import_memories, insert_histories, remove_memories, write_memories
-from ._rows import ID_PART, Conn, many, parts, set_meta
+from ._rows import Conn, many, rows_where_in, set_meta, tx_reader
 from ._schema import MIGRATIONS, SCHEMA_VERSION, TurnStatus
 from ._turns import TurnSQL, insert_turns, set_pending_status
 
@@ -157,10 +157,9 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
             if t.user_id != user_id:
                 raise StoreError(f"turn {t.id} belongs to another user than {user_id}")
         with self._tx() as db:
-            held_turns = {r[0] for part in parts([t.id for t, _, _ in turns], ID_PART)
-                          for sql, params in [d.one_of("id", part)]
-                          for r in db.execute(f"SELECT id FROM turns WHERE user_id={p} AND {sql}",
-                                              [user_id, *params]).fetchall()}
+            read = tx_reader(db)
+            held_turns = {r[0] for r in rows_where_in(read, d, f"SELECT id FROM turns WHERE user_id={p} AND", "id",
+                                                      [t.id for t, _, _ in turns], [user_id])}
             first: dict[str, tuple[Turn, int, str | None]] = {}  # a turn held, or met before, is left out
             for t, turn_status, error in turns:
                 if t.id not in held_turns:
@@ -171,10 +170,9 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
                  [(*status[t.id], user_id, t.id) for t in fresh])
             added["turns"] = len(fresh)
             added["memories"] = import_memories(db, d, user_id, memories, now)
-            seen = {(r[0], r[1], r[2], r[3]) for part in parts([e.memory_id for e in history], ID_PART)
-                    for sql, params in [d.one_of("memory_id", part)]
-                    for r in db.execute(f"SELECT memory_id, event, timestamp, actor FROM history WHERE user_id={p} "
-                                        f"AND {sql}", [user_id, *params]).fetchall()}
+            seen = {(r[0], r[1], r[2], r[3]) for r in rows_where_in(
+                read, d, f"SELECT memory_id, event, timestamp, actor FROM history WHERE user_id={p} AND", "memory_id",
+                [e.memory_id for e in history], [user_id])}
             new: list[HistoryEntry] = []
             for e in history:  # an identical row (held, or earlier in the file) is left out
                 key = (e.memory_id, e.event.value, e.timestamp, e.actor)

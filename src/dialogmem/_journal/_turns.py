@@ -15,7 +15,7 @@ from typing import Any
 from .._errors import InputError
 from .._types import QuarantinedTurn, Turn, mend_stored
 from ._dialect import Dialect
-from ._rows import ID_PART, Conn, Row, SQLRows, many, parts
+from ._rows import ID_PART, Conn, Row, SQLRows, many, parts, rows_where_in, tx_reader
 from ._schema import TurnStatus
 
 TURN_COLUMNS = ("seq, id, user_id, agent_id, session_id, speaker, role, content, time_stamp, float_time_stamp, "
@@ -132,9 +132,8 @@ def insert_turns(db: Conn, d: Dialect, turns: Sequence[Turn], now: float) -> lis
     held: dict[tuple[str, str], str] = {}
     for user_id in dict.fromkeys(t.user_id for t in turns):
         ids = [t.id for t in turns if t.user_id == user_id]
-        held.update(((user_id, r[0]), r[1]) for part in parts(ids, ID_PART) for sql, params in [d.one_of("id", part)]
-                    for r in db.execute(f"SELECT id, content FROM turns WHERE user_id={d.mark} AND {sql}",
-                                        [user_id, *params]).fetchall())
+        held.update(((user_id, r[0]), r[1]) for r in rows_where_in(
+            tx_reader(db), d, f"SELECT id, content FROM turns WHERE user_id={d.mark} AND", "id", ids, [user_id]))
     fresh: list[Turn] = []
     for t in turns:
         known = held.get((t.user_id, t.id))

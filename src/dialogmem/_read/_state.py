@@ -2,8 +2,8 @@
 asked attribute (``AttributeSpace``), for ``_validity`` to read.
 
 The question's attribute kinds are its words' (``_text._facts.question_kinds``), else its vector's clear
-best (``AttributeSpace.query_kinds``). Each candidate's own turn — when it is a statement of at least
-``MIN_WORDS`` words — is embedded (one call for all, ≤ 2K short lines) and read against the prototypes:
+best (``AttributeSpace.query_kinds``). Each candidate's own turn — when it is a statement (``_validity.is_statement``)
+— is embedded (one call for all, ≤ 2K short lines) and read against the prototypes:
 a memory's stored vector is its window's (its turn after the turns before it), and the cosines of
 windows to the prototypes were flat. On the first changes probe set, reading own turns instead of
 windows found one more past-state answer in the top 3 (82 → 86 %) with present rank 1 unchanged.
@@ -15,8 +15,6 @@ evidence that the 2K candidates lacked, so it is not run.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from .._models._embed_base import Embedder
@@ -25,6 +23,7 @@ from .._text._facts import question_holders, question_kinds
 from ._attributes import AttributeSpace
 from ._plan import QueryPlan
 from ._retrieve import Candidate
+from ._validity import is_statement, line_text
 
 
 def asked_kinds(query: str, vector: np.ndarray, space: AttributeSpace) -> frozenset[str]:
@@ -38,18 +37,18 @@ def with_affinity(index: VectorIndex, user_id: str, plan: QueryPlan, query_vecto
     """``candidates``, each with its ``affinity`` to the asked kinds (unchanged when the question names
     no attribute kind).
 
-    With ``embedder``, the affinity is its own turn's: each candidate's own line (a statement of ≥
-    ``MIN_WORDS`` words, not a question, by the person the question names) is embedded, in one call, and
+    With ``embedder``, the affinity is its own turn's: each candidate's own line (a statement,
+    ``_validity.is_statement``, by the person the question names) is embedded, in one call, and
     only that line is read against the prototypes — a stored vector is its window's, three turns whose
     cosines to the prototypes are flat. Without one, the stored vectors are read from the index (one ``retrieve``)."""
     kinds = asked_kinds(plan.query, query_vector, space)
     if not kinds or not candidates:
         return candidates
     if embedder is not None:
-        texts = {c.record.id: own_line(c.record.memory) for c in candidates}
+        texts = {c.record.id: line_text(c.record) for c in candidates}
         # only the person asked about states their attribute (``_validity`` reads no one else's turn so)
         holders = question_holders(plan.query, {c.record.speaker_name for c in candidates})
-        todo = [c for c in candidates if _statement(texts[c.record.id])
+        todo = [c for c in candidates if is_statement(texts[c.record.id])
                 and (not holders or c.record.speaker_name.lower() in holders)]
         if todo:
             lines = list(dict.fromkeys(texts[c.record.id] for c in todo))
@@ -66,18 +65,3 @@ def with_affinity(index: VectorIndex, user_id: str, plan: QueryPlan, query_vecto
             c.affinity = float(a)
     return candidates
 
-
-#: a line shorter than this ("Okay, bedtime for me.") states no attribute, whatever its vector says
-MIN_WORDS = 6
-_SPEAKER = re.compile(r"^([^:\n]{1,40}):\s")
-
-
-def own_line(memory: str) -> str:
-    """A memory's own turn without its speaker's name (an LLM-free memory ends with it)."""
-    last = memory.rstrip().rsplit("\n", 1)[-1]
-    m = _SPEAKER.match(last)
-    return last[m.end():] if m else last
-
-
-def _statement(text: str) -> bool:
-    return len(text.split()) >= MIN_WORDS and not text.rstrip().endswith("?")

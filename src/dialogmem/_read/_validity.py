@@ -183,10 +183,17 @@ def _own_statement(r: MemoryRecord, line: _Line, holders: frozenset[str]) -> boo
     if holders and r.speaker_name.lower() not in holders:
         return False
     text = line_text(r)
-    return len(text.split()) >= _MIN_WORDS and not text.rstrip().endswith("?") and not is_hypothetical(text)
+    return is_statement(text) and not is_hypothetical(text)
+
+
+def is_statement(text: str) -> bool:
+    """Whether a line is long enough to state an attribute and is not a question ("Okay, bedtime for me."
+    states nothing, whatever its words or vector say)."""
+    return len(text.split()) >= _MIN_WORDS and not text.rstrip().endswith("?")
 
 
 def line_text(r: MemoryRecord) -> str:
+    """A memory's own turn without its speaker's name (an LLM-free memory ends with it)."""
     last = r.memory.rstrip().rsplit("\n", 1)[-1]
     m = _SPEAKER.match(last)
     return last[m.end():] if m else last

@@ -25,7 +25,7 @@ Every pattern runs in linear time on any input (bounded alternations, no nested 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -490,11 +490,6 @@ def is_correction(text: str) -> bool:
     return bool(_CORRECTION.search(text))
 
 
-def content_values(text: str) -> frozenset[str]:
-    """The words of a line that could name a value (content words less cue and attribute words)."""
-    return frozenset(w for w in content_words(tokens(text)) if w not in _CUE_WORDS and w not in _GENERIC)
-
-
 # Said of a present state, these mark it as new (loosely: for reading only, never for superseding)
 _NOW_CUES = re.compile(r"\b(?:now|these\s+days|lately|nowadays|since|first|new|newly|just|finally|got|bought"
                        r"|started|switched|swapped|moved|joined|anymore|any\s+more|no\s+longer|instead|back\s+to"
@@ -516,23 +511,23 @@ _CALENDAR = frozenset(tokens(
     "wednesday thursday friday saturday sunday christmas easter new year"))
 
 
+def _named(text: str, skip: Iterable[str]) -> Iterator[str]:
+    """The capitalised words a line has mid-sentence, lower case, less "I" and ``skip`` (the speakers)."""
+    low = {w.lower() for w in skip}
+    for m in _NAMED.finditer(text.strip()):
+        key = m.group(1).lower().split("'")[0]
+        if m.group(1) not in _NOT_NAMES and key not in low:
+            yield key
+
+
 def named_values(text: str, skip: Iterable[str] = ()) -> frozenset[str]:
     """The particular things a line names mid-sentence, lower case ("Radiohead", "Kai", "Fleetwood"): its
     capitalised words not opening a sentence, less "I", the speakers (``skip``) and calendar words. Two
     lines that share one speak of the same thing; sharing a common word ("finally", "week") says nothing."""
-    low = {w.lower() for w in skip}
-    out = set()
-    for m in _NAMED.finditer(text.strip()):
-        word = m.group(1)
-        key = word.lower().split("'")[0]
-        if word not in _NOT_NAMES and key not in low and key not in _CALENDAR:
-            out.add(key)
-    return frozenset(out)
+    return frozenset(key for key in _named(text, skip) if key not in _CALENDAR)
 
 
 def names_something(text: str, skip: Iterable[str] = ()) -> bool:
     """Whether a line names a particular thing mid-sentence ("parking the Land Rover", "Onboarding at Orbit
     Games"): a capitalised word not opening a sentence, not "I", nor one of ``skip`` (the speakers)."""
-    low = {w.lower() for w in skip}
-    return any(m.group(1) not in _NOT_NAMES and m.group(1).lower().split("'")[0] not in low
-               for m in _NAMED.finditer(text.strip()))
+    return next(_named(text, skip), None) is not None
