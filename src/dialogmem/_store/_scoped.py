@@ -84,11 +84,7 @@ class ScopedIndex(ABC):
                 self._upsert(rows)
 
     def set_payload(self, id: str, user_id: str, fields: dict) -> bool:
-        scope(user_id)
-        pid = point_id(id)
-        with self._io("retrieve"):
-            hits = self._fetch([pid], False) if pid is not None else []
-        hits = [h for h in hits if h[1] is not None and h[1].get("user_id") == user_id]
+        hits = self._user_hits(point_ids([id]), user_id, False)
         found = list(self._records(hits, False))
         if not found:
             return False
@@ -128,18 +124,22 @@ class ScopedIndex(ABC):
 
     def retrieve(self, ids: Sequence[str], user_id: str, *, with_vectors: bool = False
                  ) -> list[tuple[MemoryRecord, np.ndarray | None]]:
-        scope(user_id)  # validate the scope argument
         wanted = point_ids(ids)
+        found = {pid: (r, vec) for pid, r, vec in self._records(self._user_hits(wanted, user_id, with_vectors),
+                                                                with_vectors)}
+        return [found[i] for i in wanted if i in found]
+
+    def _user_hits(self, wanted: list[str], user_id: str, with_vectors: bool) -> list[Hit]:
+        """The points of ``wanted`` (canonical ids, ``point_ids``) that ``user_id`` holds. Points are read
+        by id and the scope is checked here, on the payload's indexed ``user_id``: another user's id is
+        left out exactly like a missing one. A read by id is a third of a filtered scroll's time (0.2
+        against 0.6 ms for 14 ids at 10^5 points)."""
+        scope(user_id)  # validate the scope argument
         if not wanted:
             return []
         with self._io("retrieve"):
             hits = self._fetch(wanted, with_vectors)
-        # Points are read by id and the scope is checked here, on the payload's indexed ``user_id``:
-        # another user's id is left out exactly like a missing one. A read by id is a third of a
-        # filtered scroll's time (0.2 against 0.6 ms for 14 ids at 10^5 points).
-        found = {pid: (r, vec) for pid, r, vec in self._records(
-            [h for h in hits if h[1] is not None and h[1].get("user_id") == user_id], with_vectors)}
-        return [found[i] for i in wanted if i in found]
+        return [h for h in hits if h[1] is not None and h[1].get("user_id") == user_id]
 
     def count(self, user_id: str, flt: IndexFilter | None = None) -> int:
         spec = scope(user_id, flt)
