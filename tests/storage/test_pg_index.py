@@ -156,7 +156,7 @@ def test_a_bulk_write_that_graphs_the_first_scope_builds_the_graph_after(
         assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FILTER (WHERE graphed), count(*) "
                      "FROM ix_points") == [(150, 150)]
         assert _rows(pgvector_url, pgvector_schema, "SELECT indexdef LIKE '%hnsw%WHERE graphed%' FROM pg_indexes "
-                     "WHERE indexname = 'ix_points_graph'") == [(True,)]
+                     "WHERE schemaname = current_schema() AND indexname = 'ix_points_graph'") == [(True,)]
         for q in _unit(np.random.default_rng(4), 5):
             truth = [recs[i].id for i in np.argsort(-(vecs @ q))[:5]]
             assert [h.record.id for h in pg.dense_search("u1", q, limit=5)] == truth
@@ -189,7 +189,7 @@ def test_a_schema_from_before_is_converted_when_opened(pgvector_url: str, pgvect
         assert dict(_rows(pgvector_url, pgvector_schema, "SELECT user_id, graphed FROM ix_users")) == {
             "big": True, "small": False}
         assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FROM pg_indexes "
-                     "WHERE indexname = 'ix_points_dense'") == [(0,)]
+                     "WHERE schemaname = current_schema() AND indexname = 'ix_points_dense'") == [(0,)]
         assert [(h.record.id, round(h.score, 4)) for h in pg.lexical_search("big", "apple note", limit=5)] == before
         mine = np.array([i for i in range(40) if i % 4])
         q = _unit(np.random.default_rng(4), 1)[0]
