@@ -113,6 +113,17 @@ def test_any_turn_line_is_refused_by_name_or_round_trips(store: Memory, tmp_path
     _check(store, turn["user_id"], path, line, "turn")
 
 
+@pytest.mark.parametrize("field", ["id", "memory", "agent_id", "hash"])
+def test_a_mem0_string_that_is_not_unicode_is_an_input_error(store: Memory, field: str) -> None:
+    """A lone surrogate in any string of a mem0 item (found by the property test below as an id) is
+    refused as bad input, and nothing is stored."""
+    user = f"u-{uuid.uuid4().hex[:12]}"
+    item = {"id": str(uuid.uuid4()), "memory": "Likes hiking in the Alps", field: "\ud800"}
+    with pytest.raises(InputError, match="surrogate"):
+        store.import_mem0([item], user)
+    assert store.get_all(user) == []
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(item=st.dictionaries(st.sampled_from(["id", "memory", "created_at", "updated_at", "metadata", "hash",
                                              "agent_id", "run_id"]), json_values, max_size=5),

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import numpy as np
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from .._errors import InputError, first_problem
 from .._files import Destination
@@ -109,7 +110,11 @@ class Importer:
         with tempfile.TemporaryFile("w+", encoding="utf-8") as f:
             records = -1  # the header is not a record
             for line in mem0_lines(memories, user_id, history=history):
-                f.write(dump_line(line) + "\n")
+                try:
+                    text = dump_line(line)
+                except PydanticSerializationError as exc:  # a lone surrogate in any of the item's strings
+                    raise InputError(f"mem0 input, record {records + 1}: {exc}") from None
+                f.write(text + "\n")
                 records += 1
             f.write(dump_line(EndLine(records=records)) + "\n")
             f.seek(0)
