@@ -183,3 +183,38 @@ def test_read_only_journal_reads_and_refuses_writes(tmp_path: Path) -> None:
         reader.commit(ChangeSet("u", turns=[_turn(3)]), {})
     reader.close()
     writer.close()
+
+
+def test_a_read_does_not_wait_behind_a_write_transaction(tmp_path: Path) -> None:
+    """A search's record read must not queue behind a write's commit (WAL lets both run): a read made
+    while another thread holds a write transaction open returns at once, and sees what was committed
+    before it, not the open transaction's rows."""
+    import threading
+
+    j = Journal(tmp_path / "j.sqlite3")
+    first = ChangeSet("u", turns=[_turn(1)], writes=[_write(_record(1))])
+    j.commit(first, _vectors(first))
+    inside, release = threading.Event(), threading.Event()
+
+    def hold_a_write() -> None:
+        with j._tx() as db:
+            db.execute("UPDATE turns SET content='changed' WHERE id='t1'")
+            inside.set()
+            release.wait(10)
+
+    writer = threading.Thread(target=hold_a_write)
+    writer.start()
+    try:
+        assert inside.wait(10)
+        done: list[object] = []
+        reader = threading.Thread(target=lambda: done.append(j.memory("u", _record(1).id)))
+        reader.start()
+        reader.join(2)
+        assert done == [_record(1)], "the read waited for the write transaction to end"
+        assert [t.content for t in j.turns("u")] == ["text 1"]  # the open transaction's change is not seen
+    finally:
+        release.set()
+        writer.join(10)
+    assert [t.content for t in j.turns("u")] == ["changed"]
+    j.close()
+    j.close()  # twice is harmless

@@ -1,8 +1,12 @@
 """The SQLite journal (WAL): the SQL journal on one file that one process owns.
 
-Only the connection is here: one connection serialised by a lock, ``BEGIN IMMEDIATE`` for a write
-(every transaction is short: no model call runs inside one), ``synchronous=FULL``. The statements
-are ``_sql.SQLJournal``'s, in the SQLite dialect. Opening a store never deletes or rewrites data:
+Only the connections are here: one for writes, serialised by a lock, ``BEGIN IMMEDIATE`` for a
+write (every transaction is short: no model call runs inside one), ``synchronous=FULL``; and one for
+reads outside a transaction, with its own lock, so a search's short read never waits behind a
+write's commit and fsync (WAL lets a reader and a writer work at once). A read sees what was committed
+before it began, as on PostgreSQL, where a read takes another pooled connection than the write's
+transaction; reads inside a transaction go through that transaction (``_rows.tx_reader``). The
+statements are ``_sql.SQLJournal``'s, in the SQLite dialect. Opening a store never deletes or rewrites data:
 migrations only add.
 """
 
@@ -46,8 +50,17 @@ class SQLiteJournal(SQLJournal):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open journal {path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._read_lock = threading.Lock()
+        self._reader = self._db
         try:
             self._migrate()
+            if not read_only:
+                self._reader = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+                self._reader.execute("PRAGMA query_only=1")
+                self._reader.execute("PRAGMA busy_timeout=10000")
+        except sqlite3.Error as exc:
+            self.close()
+            raise StoreError(f"cannot open journal {path}: {exc}") from exc
         except BaseException:
             self.close()
             raise
@@ -76,17 +89,18 @@ class SQLiteJournal(SQLJournal):
             log.debug("rollback: %s", exc)
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with self._lock if self._reader is self._db else self._read_lock:
             try:
-                cur = self._db.execute(sql, params)
+                cur = self._reader.execute(sql, params)
                 cur.row_factory = sqlite3.Row
                 return cur.fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"journal read failed: {exc}") from exc
 
     def close(self) -> None:
-        with self._lock:
-            try:
-                self._db.close()
-            except sqlite3.Error as exc:  # closing twice or after a failure must not mask the cause
-                log.debug("closing journal: %s", exc)
+        with self._lock, self._read_lock:
+            for db in {id(c): c for c in (self._reader, self._db)}.values():
+                try:
+                    db.close()
+                except sqlite3.Error as exc:  # closing twice or after a failure must not mask the cause
+                    log.debug("closing journal: %s", exc)
