@@ -16,7 +16,8 @@ import pytest
 from dialogmem import MemoryRecord
 from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint, PgIndex
 from dialogmem._store import _postgres as pg_module
-from dialogmem._store._payload import RRF_K
+from dialogmem._store._filters import scope
+from dialogmem._store._payload import RRF_K, dense_list
 
 DIM = 384
 
@@ -293,3 +294,61 @@ def test_bm25_reads_the_best_rows_of_each_term_and_ranks_as_the_full_sum(
                                        pg._bm25.query(query), 10, False)
         skipped += not _sc_ran(pgvector_url, pgvector_schema, plan)
     assert skipped >= len(queries) * 2 // 3, skipped
+
+
+def _ran(pg: PgIndex, plan: pg_module._Plan) -> set[str]:
+    """The steps of the statement that ran: CTE names and the indexes it scanned."""
+    with pg._conn() as conn, conn.transaction():
+        for name, value in (plan.settings or {}).items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        (doc,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + str(plan.sql), plan.args).fetchone()
+
+    def nodes(node: dict) -> Iterator[dict]:
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    return {n.get("Subplan Name") or n.get("Index Name") or "" for n in nodes(doc[0]["Plan"])
+            if n.get("Actual Loops", 0) > 0}
+
+
+def test_a_filter_few_rows_pass_ranks_those_rows_alone(
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graphed scope searched with a filter besides the user (a time window, a speaker) that fewer than
+    ``FEW_ROWS`` rows pass: its rows are read through the filter and ranked exactly (no HNSW walk), and BM25
+    scores their terms alone (the scope's term rows are not all summed). Hits and scores are Edge's, with
+    that path and without it (``FEW_ROWS`` below the rows passing), and for a window no row falls in."""
+    edge, pg = pair
+    pg.exact_max = 50
+    day = 86_400.0
+    words = ["garden", "roses", "tulips", "shed", "violin", "lesson", "beach", "trip"]
+    records = [_record("big", " ".join(words[(i * k) % 8] for k in range(1, 2 + i % 5)),
+                       float_time_stamp=1_700_000_000.0 + i * day, speaker_name="Ana" if i % 30 == 0 else "Bo")
+               for i in range(400)]
+    vecs = _put([edge, pg], records, seed=5)
+    assert _rows(pgvector_url, pgvector_schema, "SELECT graphed FROM ix_users WHERE user_id = 'big'") == [(True,)]
+    filters = {"window": IndexFilter(time_from=1_700_000_000.0 + 100 * day, time_to=1_700_000_000.0 + 130 * day),
+               "speaker": IndexFilter(speakers=["Ana"]),
+               "empty window": IndexFilter(time_from=1_900_000_000.0, time_to=1_900_100_000.0)}
+    queries = _unit(np.random.default_rng(6), 3)
+    for few_rows in (1_000, 5):  # 5: fewer than pass any non-empty filter here, the walk and the full sum
+        monkeypatch.setattr(pg_module, "FEW_ROWS", few_rows)
+        for name, flt in filters.items():
+            passing = [i for i, r in enumerate(records) if flt.time_from is None or
+                       flt.time_from <= r.float_time_stamp <= flt.time_to]
+            passing = [i for i in passing if not flt.speakers or records[i].speaker_name in flt.speakers]
+            for q in queries:
+                truth = [records[i].id for i in sorted(passing, key=lambda i: -float(vecs[i] @ q))[:5]]
+                assert [h.record.id for h in pg.dense_search("big", q, limit=5, flt=flt)] == truth, name
+            for text in ("garden roses", "violin lesson beach"):
+                want, got = (x.lexical_search("big", text, limit=5, flt=flt) for x in (edge, pg))
+                assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-4), name
+                cut = want[-1].score + 1e-4 if want else 0.0  # the texts repeat: ties at the cut go either way
+                assert {h.record.id for h in got if h.score > cut} == {h.record.id for h in want if h.score > cut}
+                if few_rows == 1_000:
+                    spec = scope("big", flt)
+                    lexical = pg_module._lexical_plan(spec, pg._bm25.query(text), 5, False)
+                    dense = pg._dense_plan(spec, dense_list(queries[0], DIM), 5, False)
+                    steps = _ran(pg, lexical) | _ran(pg, dense)
+                    assert "CTE sc" not in steps and "ix_points_graph" not in steps, (name, steps)

@@ -35,6 +35,7 @@ import logging
 import re
 import struct
 import threading
+import weakref
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -68,6 +69,10 @@ BUILD_MEMORY = "512MB"
 LEXICAL_CANDIDATES = 100
 #: a BM25 search of one scope reads this many times its candidates of each term's rows, best first
 HEAD_FACTOR = 2
+#: a filtered search (a condition besides the user) that at most this many rows pass ranks those rows
+#: exactly, read through the filter's index: no HNSW walk that scans on for rows passing the filter,
+#: and BM25 scores their terms alone instead of every term row of the scope
+FEW_ROWS = 1_000
 
 _SCALAR = frozenset(FILTER_FIELDS) - {"entities"}
 _COLUMNS = ("user_id", "speaker_name", "tier", "entities", "session_id", "agent_id", "level", "float_time_stamp")
@@ -91,6 +96,7 @@ class PgIndex(ScopedIndex):
         self._owns_pool = owns_pool
         self.exact_max = exact_max
         self._bound = threading.local()
+        self._adapted: weakref.WeakSet[Any] = weakref.WeakSet()  # connections that bind ``_Vector``
         try:
             with backend_errors("opening the postgres index"):
                 if read_only:
@@ -166,9 +172,13 @@ class PgIndex(ScopedIndex):
                 yield conn
 
     def _adapt(self, conn: Any) -> None:
-        """Let ``conn`` bind ``_Vector`` values (and lists of them) as the server's binary ``vector``."""
+        """Let ``conn`` bind ``_Vector`` values (and lists of them) as the server's binary ``vector``:
+        once a connection (the pool hands the same ones out again; a closed one is forgotten)."""
+        if conn in self._adapted:
+            return
         self._vector_type.register(conn)
         conn.adapters.register_dumper(_Vector, self._vector_dumper)
+        self._adapted.add(conn)
 
     def _terms_gone(self, rows: list[tuple[int, str, int]]) -> None:
         """Count out the terms of deleted term rows ((term, user, rows)) at this write's end."""
@@ -199,6 +209,8 @@ class PgIndex(ScopedIndex):
             if storage is not None and storage[0] != "p":
                 conn.execute("ALTER TABLE ix_points ALTER COLUMN dense SET STORAGE PLAIN")
             conn.execute("CREATE INDEX IF NOT EXISTS ix_points_user ON ix_points (user_id, id)")
+            # a scope's rows in a time window (the commonest filter), read without the scope's other rows
+            conn.execute("CREATE INDEX IF NOT EXISTS ix_points_time ON ix_points (user_id, float_time_stamp)")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ix_terms (point_id uuid NOT NULL REFERENCES ix_points (id) "
                 "ON DELETE CASCADE, term bigint NOT NULL, user_id text NOT NULL, weight real NOT NULL, "
@@ -409,9 +421,12 @@ class PgIndex(ScopedIndex):
 
     def _dense_sql(self, spec: FilterSpec, dense: list[float], limit: int) -> tuple[str, tuple[Any, ...]]:
         """A dense ranking as SQL (columns ``pid`` uuid, ``score``; best first, ``limit`` rows) and its
-        parameters. A scope not graphed is ranked exactly, its rows read through the user index; a
-        graphed one walks the HNSW graph: both branches are in the statement, and the scope's mark
-        (an init plan, read once) runs one of them. A search of no single scope ranks exactly."""
+        parameters. A scope not graphed is ranked exactly, its rows read through the user index (or
+        the time index, for a window); a graphed one walks the HNSW graph, unless the search has a
+        filter besides the user that fewer than ``FEW_ROWS`` of its rows pass (counted through the
+        filter's index, up to that many): those are ranked exactly, since a walk would scan on through
+        the graph for rows that pass. Both branches are in the statement; the choice (an init plan,
+        run once) runs one of them. A search of no single scope ranks exactly."""
         where, params = _where(spec)
         query = _Vector(dense)
         # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly
@@ -421,11 +436,17 @@ class PgIndex(ScopedIndex):
         if user is None:
             return exact.format(gate=""), (query, *params, query, limit)
         graphed = "coalesce((SELECT s.graphed FROM ix_users s WHERE s.user_id = %s), false)"
-        # a graphed scope's rows are all in the graph (``p.graphed`` picks the partial index)
-        walk = (f"SELECT p.id AS pid, 1 - (p.dense <=> %b::vector) AS score FROM ix_points p WHERE {graphed} "
+        walk_args: tuple[Any, ...] = (user,)
+        if _narrows(spec):  # counted only for a graphed scope (CASE runs the count's init plan on demand)
+            graphed = f"CASE WHEN {graphed} THEN NOT {_few(where)} ELSE false END"
+            walk_args = (user, *params, FEW_ROWS, FEW_ROWS)
+        # the decision (``w``: walk the graph) is made once, in a CTE both branches' one-time filters
+        # read; a graphed scope's rows are all in the graph (``p.graphed`` picks the partial index)
+        walk = ("SELECT p.id AS pid, 1 - (p.dense <=> %b::vector) AS score FROM ix_points p WHERE (SELECT w FROM g) "
                 f"AND p.graphed AND {where} ORDER BY p.dense <=> %b::vector LIMIT %s")
-        sql = f"({exact.format(gate=f'NOT {graphed} AND ')}) UNION ALL ({walk})"
-        return sql, (query, user, *params, query, limit, query, user, *params, query, limit)
+        sql = (f"WITH g AS MATERIALIZED (SELECT {graphed} AS w) "
+               f"({exact.format(gate='NOT (SELECT w FROM g) AND ')}) UNION ALL ({walk})")
+        return sql, (*walk_args, query, *params, query, limit, query, *params, query, limit)
 
     def _dense_plan(self, spec: FilterSpec, dense: list[float], limit: int, with_payload: bool) -> _Plan:
         sql, args = self._dense_sql(spec, dense, limit)
@@ -563,7 +584,12 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
     met are scored exactly (by the key, which holds the weight) and their best ``K`` are the full
     ranking's. Otherwise (or with no single scope) the statement sums every term row, as it does for
     the wide ranking; the check costs the head's rows alone (a corpus of few, evenly spread words,
-    like the benchmarks' synthetic one, never passes it)."""
+    like the benchmarks' synthetic one, never passes it).
+
+    A filter besides the user that fewer than ``FEW_ROWS`` rows pass (a time window, a speaker) is
+    applied first: those rows are read through the filter's index and their rows of the query's
+    terms alone are scored, by the key (``(point, term)``), instead of every term row of the scope
+    then every scored point joined to its row to be rejected."""
     terms = [int(t) for t in sparse.indices]
     if not terms:
         return _Plan(None, (), with_payload)
@@ -592,6 +618,17 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
     scope = " AND t.user_id = %s" if user is not None else ""
     scored = ("(SELECT * FROM met WHERE (SELECT v FROM safe) UNION ALL SELECT * FROM sc WHERE NOT (SELECT v FROM safe))"
               if user is not None else "sc")
+    few = few_case = few_list = ""
+    few_args: tuple[Any, ...] = ()
+    if _narrows(spec):
+        few = f"fw AS MATERIALIZED (SELECT p.id FROM ix_points p WHERE {where} LIMIT %s), "
+        few_case = "WHEN (SELECT count(*) FROM fw) < %s THEN 0 "
+        few_list = (
+            f" UNION ALL (SELECT {cols}, f.score FROM (SELECT t.point_id, sum(s.w * t.weight) AS score FROM fw "
+            "JOIN ix_terms t ON t.point_id = fw.id JOIN s ON s.term = t.term WHERE t.term = ANY(%s::bigint[]) "
+            "GROUP BY t.point_id) f JOIN ix_points p ON p.id = f.point_id WHERE (SELECT v FROM mode) = 0 "
+            "ORDER BY f.score DESC, p.id LIMIT %s)")
+        few_args = (*params, FEW_ROWS, FEW_ROWS)
     sql = (
         "WITH q(term, qw) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])), "
         "n AS (SELECT coalesce(sum(points), 0)::float8 AS n FROM ix_users), "
@@ -603,17 +640,34 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
         f"top AS (SELECT x.point_id, x.score FROM {scored} x ORDER BY x.score DESC, x.point_id LIMIT %s), "
         f"hit AS MATERIALIZED (SELECT {cols}, top.score FROM top JOIN ix_points p ON p.id = top.point_id "
         f"WHERE {where} ORDER BY top.score DESC, p.id LIMIT %s), "
-        "wide AS (SELECT (SELECT count(*) FROM hit) < %s AND (SELECT count(*) FROM top) >= %s AS v) "
+        # the rows a narrowing filter passes, when fewer than FEW_ROWS: scored alone, by the key
+        f"{few}"
+        # which list answers: 0 the few rows passing the filter, 1 the best candidates that pass it,
+        # 2 every scored point that passes it (the filter rejected too many candidates)
+        f"mode AS (SELECT CASE {few_case}WHEN (SELECT count(*) FROM hit) < %s AND (SELECT count(*) FROM top) >= %s "
+        "THEN 2 ELSE 1 END AS v) "
         "SELECT r.pid::text, r.uid, r.rec, r.score FROM ("
-        "SELECT * FROM hit WHERE NOT (SELECT v FROM wide) UNION ALL "
+        "SELECT * FROM hit WHERE (SELECT v FROM mode) = 1 UNION ALL "
         f"(SELECT {cols}, sc.score FROM sc JOIN ix_points p ON p.id = sc.point_id "
-        f"WHERE (SELECT v FROM wide) AND {where} ORDER BY sc.score DESC, p.id LIMIT %s)"
-        ") r ORDER BY r.score DESC, r.pid")
+        f"WHERE (SELECT v FROM mode) = 2 AND {where} ORDER BY sc.score DESC, p.id LIMIT %s)"
+        f"{few_list}) r ORDER BY r.score DESC, r.pid")
     size = head_size(cands)
     args = (terms, [float(v) for v in sparse.values],
             *((user, size, size, terms, cands - 1) if user is not None else ()),
-            *([user] if user is not None else []), cands, *params, limit, limit, cands, *params, limit)
+            *([user] if user is not None else []), cands, *params, limit, *few_args, limit, cands, *params, limit,
+            *((terms, limit) if few else ()))
     return _Plan(sql, args, with_payload)
+
+
+def _narrows(spec: FilterSpec) -> bool:
+    """Whether the filter has a condition besides the user's (one that may leave few of the scope's rows)."""
+    return bool(spec.must_not) or any(not (isinstance(c, Match) and c.key == "user_id") for c in spec.must)
+
+
+def _few(where: str) -> str:
+    """SQL: fewer than ``FEW_ROWS`` rows pass ``where`` (its parameters, then ``FEW_ROWS`` twice): the
+    count stops at ``FEW_ROWS`` rows, so it costs no more than reading those through the filter's index."""
+    return f"((SELECT count(*) FROM (SELECT 1 FROM ix_points p WHERE {where} LIMIT %s) c) < %s)"
 
 
 def head_size(cands: int) -> int:
