@@ -252,6 +252,31 @@ def test_a_search_is_one_round_trip_and_fuses_as_rrf_fusion(pgvector_url: str, p
         pg.close()
 
 
+
+def test_the_vector_adapters_are_registered_once_a_connection(pgvector_url: str, pgvector_schema: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool hands out the same connection again: pgvector's types are registered on it at its first
+    use, not at every search or write (each registration rebuilt the connection's adapters map)."""
+    from psycopg_pool import ConnectionPool
+
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pgvector_schema}"')
+    pool = ConnectionPool(pgvector_url, min_size=1, max_size=1, open=False,
+                          kwargs={"autocommit": True, "options": f"-c search_path={pgvector_schema},public"})
+    pool.open(wait=True)
+    pg = PgIndex(pool, dim=DIM, owns_pool=True)
+    calls: list[object] = []
+    register = pg._vector_type.register
+    monkeypatch.setattr(pg._vector_type, "register", lambda conn: (calls.append(conn), register(conn))[1])
+    try:
+        _put([pg], [_record("u1", f"note {i}") for i in range(5)])
+        for q in _unit(np.random.default_rng(2), 4):
+            assert len(pg.hybrid_search("u1", q, "note", limit=3, dense_weight=0.5)) == 3
+        assert len(calls) == 1 and len({id(c) for c in calls}) == 1
+    finally:
+        pg.close()
+
+
 def _zipf_text(rng: np.random.Generator, vocabulary: int, words: int) -> str:
     """Words of a Zipf-distributed vocabulary (s = 1.1, as in English text): a few common, most rare."""
     ranks = np.minimum(rng.zipf(1.1, size=words), vocabulary)
