@@ -24,6 +24,9 @@ outbox lag for another node to miss, and nothing to replay after a crash.
 * **Fusion**: RRF in the search's own statement, as ``_fusion.rrf_fusion`` computes it, or the
   convex fusion of ``ScopedIndex`` over both lists.
 * **Filters**: the backend-neutral ``FilterSpec`` (``_filters``) spelt as SQL over plain columns.
+  A filter besides the user that fewer than ``FEW_ROWS`` rows pass (a time window through
+  ``ix_points_time``, a speaker) is applied first: those rows are ranked exactly, dense and BM25,
+  instead of a walk or a term sum over the whole scope that rejects nearly all it meets.
 * **One round trip a search**: the plan (exact or HNSW) is chosen in SQL from the scope's mark, the
   walk's settings last for the pipeline's implicit transaction, vectors travel as pgvector's binary.
 """
