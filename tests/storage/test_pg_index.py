@@ -297,11 +297,13 @@ def _sc_ran(url: str, schema: str, plan: pg_module._Plan) -> bool:
 
 
 def test_bm25_reads_the_best_rows_of_each_term_and_ranks_as_the_full_sum(
-        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str) -> None:
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """On a corpus with a natural vocabulary (Zipf-distributed words, texts of 4-30 words, 3,000 points
     in one scope), a BM25 search reads each query term's best rows and scores the points met exactly;
     its top equals Edge's full BM25 (scores and ids) for every query, and for most queries the bound
     held, so the scope's term rows were never all summed (the statement's ``sc`` step did not run)."""
+    monkeypatch.setattr(pg_module, "HEAD_SKIP", 0)  # the bound tried at any size (3,000 points: often skipped)
     edge, pg = pair
     rng = np.random.default_rng(11)
     records = [_record("big", _zipf_text(rng, 5000, int(rng.integers(4, 31)))) for _ in range(3000)]
@@ -377,3 +379,22 @@ def test_a_filter_few_rows_pass_ranks_those_rows_alone(
                     dense = pg._dense_plan(spec, dense_list(queries[0], DIM), 5, False)
                     steps = _ran(pg, lexical) | _ran(pg, dense)
                     assert "CTE sc" not in steps and "ix_points_graph" not in steps, (name, steps)
+
+
+def test_bm25_sums_a_small_scope_without_trying_the_bound(
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str) -> None:
+    """A scope whose rows of the query's terms are few beside what the bound would read of them (at most
+    ``HEAD_SKIP`` times) sums them all at once: the head of each term is not read; hits are Edge's."""
+    edge, pg = pair
+    rng = np.random.default_rng(12)
+    records = [_record("u1", _zipf_text(rng, 300, int(rng.integers(4, 20)))) for _ in range(600)]
+    _put([edge, pg], records)
+    for query in (_zipf_text(rng, 100, 3) for _ in range(5)):
+        want, got = edge.lexical_search("u1", query, limit=10), pg.lexical_search("u1", query, limit=10)
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-3)
+        cut = want[-1].score + 1e-3 if want else 0.0
+        assert {h.record.id for h in got if h.score > cut} == {h.record.id for h in want if h.score > cut}
+        plan = pg_module._lexical_plan(pg_module.FilterSpec(must=(pg_module.Match("user_id", "u1"),)),
+                                       pg._bm25.query(query), 10, False)
+        steps = _ran(pg, plan)
+        assert "CTE sc" in steps and "CTE head" not in steps, steps

@@ -72,6 +72,9 @@ BUILD_MEMORY = "512MB"
 LEXICAL_CANDIDATES = 100
 #: a BM25 search of one scope reads this many times its candidates of each term's rows, best first
 HEAD_FACTOR = 2
+#: a BM25 search of one scope tries the best rows of each term (the bound) only when the scope may hold
+#: more than this many times the rows it would read of them: else it sums every row, which costs less
+HEAD_SKIP = 4
 #: a filtered search (a condition besides the user) that at most this many rows pass ranks those rows
 #: exactly, read through the filter's index: no HNSW walk that scans on for rows passing the filter,
 #: and BM25 scores their terms alone instead of every term row of the scope
@@ -619,9 +622,12 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
             "WHERE t.point_id = m.point_id AND t.term = ANY(%s::bigint[])) e), "
             # what the rows read already add up to: a point's exact score is at least that
             "low AS (SELECT h.point_id, sum(h.w * h.weight) AS score FROM head h GROUP BY h.point_id), "
-            "safe AS (SELECT (SELECT bool_and(s.w > 0) FROM s) AND ((SELECT ub FROM bound) = 0 OR coalesce(("
+            # not tried when the scope's rows of the query's terms are few beside the head (their count is
+            # at most the terms' df, in the scope's shard): summing them all costs less than the head's probes
+            "safe AS (SELECT CASE WHEN (SELECT sum(s.df) FROM s) <= %s THEN false ELSE "
+            "(SELECT bool_and(s.w > 0) FROM s) AND ((SELECT ub FROM bound) = 0 OR coalesce(("
             "SELECT x.score FROM low x ORDER BY x.score DESC OFFSET %s LIMIT 1) > (SELECT ub FROM bound), "
-            "false)) AS v), ")
+            "false)) END AS v), ")
     scope = " AND t.user_id = %s" if user is not None else ""
     scored = ("(SELECT * FROM met WHERE (SELECT v FROM safe) UNION ALL SELECT * FROM sc WHERE NOT (SELECT v FROM safe))"
               if user is not None else "sc")
@@ -639,8 +645,12 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
     sql = (
         "WITH q(term, qw) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])), "
         "n AS (SELECT coalesce(sum(points), 0)::float8 AS n FROM ix_users), "
-        "s AS MATERIALIZED (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w FROM q CROSS JOIN n "
-        "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term) d), "
+        "s AS MATERIALIZED (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w, e.df "
+        "FROM q CROSS JOIN n "
+        "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term) d "
+        # the term's count in the scope's shard: the scope holds at most that many of its rows
+        "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term "
+        "AND x.shard = %s) e), "
         f"{head}"
         f"sc AS MATERIALIZED (SELECT t.point_id, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t "
         f"ON t.term = s.term{scope} GROUP BY t.point_id), "
@@ -659,8 +669,8 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
         f"WHERE (SELECT v FROM mode) = 2 AND {where} ORDER BY sc.score DESC, p.id LIMIT %s)"
         f"{few_list}) r ORDER BY r.score DESC, r.pid")
     size = head_size(cands)
-    args = (terms, [float(v) for v in sparse.values],
-            *((user, size, size, terms, cands - 1) if user is not None else ()),
+    args = (terms, [float(v) for v in sparse.values], _shard(user) if user is not None else -1,
+            *((user, size, size, terms, HEAD_SKIP * size * len(terms), cands - 1) if user is not None else ()),
             *([user] if user is not None else []), cands, *params, limit, *few_args, limit, cands, *params, limit,
             *((terms, limit) if few else ()))
     return _Plan(sql, args, with_payload)
