@@ -531,8 +531,9 @@ def _run_plans(conn: Any, plans: list[_Plan]) -> None:
         with conn.pipeline():
             cursors = []
             for plan in todo:
-                for name, value in (plan.settings or {}).items():
-                    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                if plan.settings:  # one statement for all of them (each is parsed, planned, run)
+                    conn.execute("SELECT set_config(s.name, s.value, true) FROM unnest(%s::text[], %s::text[]) "
+                                 "AS s(name, value)", (list(plan.settings), list(plan.settings.values())))
                 cursors.append(conn.execute(plan.sql, plan.args))
         for plan, cur in zip(todo, cursors, strict=True):
             plan.rows = [_scored(r, plan.with_payload) for r in cur.fetchall()]
