@@ -16,7 +16,8 @@ import pytest
 from dialogmem import MemoryRecord
 from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint, PgIndex
 from dialogmem._store import _postgres as pg_module
-from dialogmem._store._payload import RRF_K
+from dialogmem._store._filters import scope
+from dialogmem._store._payload import RRF_K, dense_list
 
 DIM = 384
 
@@ -251,6 +252,31 @@ def test_a_search_is_one_round_trip_and_fuses_as_rrf_fusion(pgvector_url: str, p
         pg.close()
 
 
+
+def test_the_vector_adapters_are_registered_once_a_connection(pgvector_url: str, pgvector_schema: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool hands out the same connection again: pgvector's types are registered on it at its first
+    use, not at every search or write (each registration rebuilt the connection's adapters map)."""
+    from psycopg_pool import ConnectionPool
+
+    with psycopg.connect(pgvector_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{pgvector_schema}"')
+    pool = ConnectionPool(pgvector_url, min_size=1, max_size=1, open=False,
+                          kwargs={"autocommit": True, "options": f"-c search_path={pgvector_schema},public"})
+    pool.open(wait=True)
+    pg = PgIndex(pool, dim=DIM, owns_pool=True)
+    calls: list[object] = []
+    register = pg._vector_type.register
+    monkeypatch.setattr(pg._vector_type, "register", lambda conn: (calls.append(conn), register(conn))[1])
+    try:
+        _put([pg], [_record("u1", f"note {i}") for i in range(5)])
+        for q in _unit(np.random.default_rng(2), 4):
+            assert len(pg.hybrid_search("u1", q, "note", limit=3, dense_weight=0.5)) == 3
+        assert len(calls) == 1 and len({id(c) for c in calls}) == 1
+    finally:
+        pg.close()
+
+
 def _zipf_text(rng: np.random.Generator, vocabulary: int, words: int) -> str:
     """Words of a Zipf-distributed vocabulary (s = 1.1, as in English text): a few common, most rare."""
     ranks = np.minimum(rng.zipf(1.1, size=words), vocabulary)
@@ -271,11 +297,13 @@ def _sc_ran(url: str, schema: str, plan: pg_module._Plan) -> bool:
 
 
 def test_bm25_reads_the_best_rows_of_each_term_and_ranks_as_the_full_sum(
-        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str) -> None:
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """On a corpus with a natural vocabulary (Zipf-distributed words, texts of 4-30 words, 3,000 points
     in one scope), a BM25 search reads each query term's best rows and scores the points met exactly;
     its top equals Edge's full BM25 (scores and ids) for every query, and for most queries the bound
     held, so the scope's term rows were never all summed (the statement's ``sc`` step did not run)."""
+    monkeypatch.setattr(pg_module, "HEAD_SKIP", 0)  # the bound tried at any size (3,000 points: often skipped)
     edge, pg = pair
     rng = np.random.default_rng(11)
     records = [_record("big", _zipf_text(rng, 5000, int(rng.integers(4, 31)))) for _ in range(3000)]
@@ -293,3 +321,80 @@ def test_bm25_reads_the_best_rows_of_each_term_and_ranks_as_the_full_sum(
                                        pg._bm25.query(query), 10, False)
         skipped += not _sc_ran(pgvector_url, pgvector_schema, plan)
     assert skipped >= len(queries) * 2 // 3, skipped
+
+
+def _ran(pg: PgIndex, plan: pg_module._Plan) -> set[str]:
+    """The steps of the statement that ran: CTE names and the indexes it scanned."""
+    with pg._conn() as conn, conn.transaction():
+        for name, value in (plan.settings or {}).items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        (doc,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + str(plan.sql), plan.args).fetchone()
+
+    def nodes(node: dict) -> Iterator[dict]:
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    return {n.get("Subplan Name") or n.get("Index Name") or "" for n in nodes(doc[0]["Plan"])
+            if n.get("Actual Loops", 0) > 0}
+
+
+def test_a_filter_few_rows_pass_ranks_those_rows_alone(
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graphed scope searched with a filter besides the user (a time window, a speaker) that fewer than
+    ``FEW_ROWS`` rows pass: its rows are read through the filter and ranked exactly (no HNSW walk), and BM25
+    scores their terms alone (the scope's term rows are not all summed). Hits and scores are Edge's, with
+    that path and without it (``FEW_ROWS`` below the rows passing), and for a window no row falls in."""
+    edge, pg = pair
+    pg.exact_max = 50
+    day = 86_400.0
+    words = ["garden", "roses", "tulips", "shed", "violin", "lesson", "beach", "trip"]
+    records = [_record("big", " ".join(words[(i * k) % 8] for k in range(1, 2 + i % 5)),
+                       float_time_stamp=1_700_000_000.0 + i * day, speaker_name="Ana" if i % 30 == 0 else "Bo")
+               for i in range(400)]
+    vecs = _put([edge, pg], records, seed=5)
+    assert _rows(pgvector_url, pgvector_schema, "SELECT graphed FROM ix_users WHERE user_id = 'big'") == [(True,)]
+    filters = {"window": IndexFilter(time_from=1_700_000_000.0 + 100 * day, time_to=1_700_000_000.0 + 130 * day),
+               "speaker": IndexFilter(speakers=["Ana"]),
+               "empty window": IndexFilter(time_from=1_900_000_000.0, time_to=1_900_100_000.0)}
+    queries = _unit(np.random.default_rng(6), 3)
+    for few_rows in (1_000, 5):  # 5: fewer than pass any non-empty filter here, the walk and the full sum
+        monkeypatch.setattr(pg_module, "FEW_ROWS", few_rows)
+        for name, flt in filters.items():
+            passing = [i for i, r in enumerate(records) if flt.time_from is None or
+                       flt.time_from <= r.float_time_stamp <= flt.time_to]
+            passing = [i for i in passing if not flt.speakers or records[i].speaker_name in flt.speakers]
+            for q in queries:
+                truth = [records[i].id for i in sorted(passing, key=lambda i: -float(vecs[i] @ q))[:5]]
+                assert [h.record.id for h in pg.dense_search("big", q, limit=5, flt=flt)] == truth, name
+            for text in ("garden roses", "violin lesson beach"):
+                want, got = (x.lexical_search("big", text, limit=5, flt=flt) for x in (edge, pg))
+                assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-4), name
+                cut = want[-1].score + 1e-4 if want else 0.0  # the texts repeat: ties at the cut go either way
+                assert {h.record.id for h in got if h.score > cut} == {h.record.id for h in want if h.score > cut}
+                if few_rows == 1_000:
+                    spec = scope("big", flt)
+                    lexical = pg_module._lexical_plan(spec, pg._bm25.query(text), 5, False)
+                    dense = pg._dense_plan(spec, dense_list(queries[0], DIM), 5, False)
+                    steps = _ran(pg, lexical) | _ran(pg, dense)
+                    assert "CTE sc" not in steps and "ix_points_graph" not in steps, (name, steps)
+
+
+def test_bm25_sums_a_small_scope_without_trying_the_bound(
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str) -> None:
+    """A scope whose rows of the query's terms are few beside what the bound would read of them (at most
+    ``HEAD_SKIP`` times) sums them all at once: the head of each term is not read; hits are Edge's."""
+    edge, pg = pair
+    rng = np.random.default_rng(12)
+    records = [_record("u1", _zipf_text(rng, 300, int(rng.integers(4, 20)))) for _ in range(600)]
+    _put([edge, pg], records)
+    for query in (_zipf_text(rng, 100, 3) for _ in range(5)):
+        want, got = edge.lexical_search("u1", query, limit=10), pg.lexical_search("u1", query, limit=10)
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-3)
+        cut = want[-1].score + 1e-3 if want else 0.0
+        assert {h.record.id for h in got if h.score > cut} == {h.record.id for h in want if h.score > cut}
+        plan = pg_module._lexical_plan(pg_module.FilterSpec(must=(pg_module.Match("user_id", "u1"),)),
+                                       pg._bm25.query(query), 10, False)
+        steps = _ran(pg, plan)
+        assert "CTE sc" in steps and "CTE head" not in steps, steps

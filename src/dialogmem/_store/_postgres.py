@@ -24,6 +24,9 @@ outbox lag for another node to miss, and nothing to replay after a crash.
 * **Fusion**: RRF in the search's own statement, as ``_fusion.rrf_fusion`` computes it, or the
   convex fusion of ``ScopedIndex`` over both lists.
 * **Filters**: the backend-neutral ``FilterSpec`` (``_filters``) spelt as SQL over plain columns.
+  A filter besides the user that fewer than ``FEW_ROWS`` rows pass (a time window through
+  ``ix_points_time``, a speaker) is applied first: those rows are ranked exactly, dense and BM25,
+  instead of a walk or a term sum over the whole scope that rejects nearly all it meets.
 * **One round trip a search**: the plan (exact or HNSW) is chosen in SQL from the scope's mark, the
   walk's settings last for the pipeline's implicit transaction, vectors travel as pgvector's binary.
 """
@@ -35,6 +38,7 @@ import logging
 import re
 import struct
 import threading
+import weakref
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -68,6 +72,13 @@ BUILD_MEMORY = "512MB"
 LEXICAL_CANDIDATES = 100
 #: a BM25 search of one scope reads this many times its candidates of each term's rows, best first
 HEAD_FACTOR = 2
+#: a BM25 search of one scope tries the best rows of each term (the bound) only when the scope may hold
+#: more than this many times the rows it would read of them: else it sums every row, which costs less
+HEAD_SKIP = 4
+#: a filtered search (a condition besides the user) that at most this many rows pass ranks those rows
+#: exactly, read through the filter's index: no HNSW walk that scans on for rows passing the filter,
+#: and BM25 scores their terms alone instead of every term row of the scope
+FEW_ROWS = 1_000
 
 _SCALAR = frozenset(FILTER_FIELDS) - {"entities"}
 _COLUMNS = ("user_id", "speaker_name", "tier", "entities", "session_id", "agent_id", "level", "float_time_stamp")
@@ -91,6 +102,7 @@ class PgIndex(ScopedIndex):
         self._owns_pool = owns_pool
         self.exact_max = exact_max
         self._bound = threading.local()
+        self._adapted: weakref.WeakSet[Any] = weakref.WeakSet()  # connections that bind ``_Vector``
         try:
             with backend_errors("opening the postgres index"):
                 if read_only:
@@ -166,9 +178,13 @@ class PgIndex(ScopedIndex):
                 yield conn
 
     def _adapt(self, conn: Any) -> None:
-        """Let ``conn`` bind ``_Vector`` values (and lists of them) as the server's binary ``vector``."""
+        """Let ``conn`` bind ``_Vector`` values (and lists of them) as the server's binary ``vector``:
+        once a connection (the pool hands the same ones out again; a closed one is forgotten)."""
+        if conn in self._adapted:
+            return
         self._vector_type.register(conn)
         conn.adapters.register_dumper(_Vector, self._vector_dumper)
+        self._adapted.add(conn)
 
     def _terms_gone(self, rows: list[tuple[int, str, int]]) -> None:
         """Count out the terms of deleted term rows ((term, user, rows)) at this write's end."""
@@ -199,6 +215,8 @@ class PgIndex(ScopedIndex):
             if storage is not None and storage[0] != "p":
                 conn.execute("ALTER TABLE ix_points ALTER COLUMN dense SET STORAGE PLAIN")
             conn.execute("CREATE INDEX IF NOT EXISTS ix_points_user ON ix_points (user_id, id)")
+            # a scope's rows in a time window (the commonest filter), read without the scope's other rows
+            conn.execute("CREATE INDEX IF NOT EXISTS ix_points_time ON ix_points (user_id, float_time_stamp)")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ix_terms (point_id uuid NOT NULL REFERENCES ix_points (id) "
                 "ON DELETE CASCADE, term bigint NOT NULL, user_id text NOT NULL, weight real NOT NULL, "
@@ -409,9 +427,12 @@ class PgIndex(ScopedIndex):
 
     def _dense_sql(self, spec: FilterSpec, dense: list[float], limit: int) -> tuple[str, tuple[Any, ...]]:
         """A dense ranking as SQL (columns ``pid`` uuid, ``score``; best first, ``limit`` rows) and its
-        parameters. A scope not graphed is ranked exactly, its rows read through the user index; a
-        graphed one walks the HNSW graph: both branches are in the statement, and the scope's mark
-        (an init plan, read once) runs one of them. A search of no single scope ranks exactly."""
+        parameters. A scope not graphed is ranked exactly, its rows read through the user index (or
+        the time index, for a window); a graphed one walks the HNSW graph, unless the search has a
+        filter besides the user that fewer than ``FEW_ROWS`` of its rows pass (counted through the
+        filter's index, up to that many): those are ranked exactly, since a walk would scan on through
+        the graph for rows that pass. Both branches are in the statement; the choice (an init plan,
+        run once) runs one of them. A search of no single scope ranks exactly."""
         where, params = _where(spec)
         query = _Vector(dense)
         # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly
@@ -421,11 +442,17 @@ class PgIndex(ScopedIndex):
         if user is None:
             return exact.format(gate=""), (query, *params, query, limit)
         graphed = "coalesce((SELECT s.graphed FROM ix_users s WHERE s.user_id = %s), false)"
-        # a graphed scope's rows are all in the graph (``p.graphed`` picks the partial index)
-        walk = (f"SELECT p.id AS pid, 1 - (p.dense <=> %b::vector) AS score FROM ix_points p WHERE {graphed} "
+        walk_args: tuple[Any, ...] = (user,)
+        if _narrows(spec):  # counted only for a graphed scope (CASE runs the count's init plan on demand)
+            graphed = f"CASE WHEN {graphed} THEN NOT {_few(where)} ELSE false END"
+            walk_args = (user, *params, FEW_ROWS, FEW_ROWS)
+        # the decision (``w``: walk the graph) is made once, in a CTE both branches' one-time filters
+        # read; a graphed scope's rows are all in the graph (``p.graphed`` picks the partial index)
+        walk = ("SELECT p.id AS pid, 1 - (p.dense <=> %b::vector) AS score FROM ix_points p WHERE (SELECT w FROM g) "
                 f"AND p.graphed AND {where} ORDER BY p.dense <=> %b::vector LIMIT %s")
-        sql = f"({exact.format(gate=f'NOT {graphed} AND ')}) UNION ALL ({walk})"
-        return sql, (query, user, *params, query, limit, query, user, *params, query, limit)
+        sql = (f"WITH g AS MATERIALIZED (SELECT {graphed} AS w) "
+               f"({exact.format(gate='NOT (SELECT w FROM g) AND ')}) UNION ALL ({walk})")
+        return sql, (*walk_args, query, *params, query, limit, query, *params, query, limit)
 
     def _dense_plan(self, spec: FilterSpec, dense: list[float], limit: int, with_payload: bool) -> _Plan:
         sql, args = self._dense_sql(spec, dense, limit)
@@ -504,8 +531,9 @@ def _run_plans(conn: Any, plans: list[_Plan]) -> None:
         with conn.pipeline():
             cursors = []
             for plan in todo:
-                for name, value in (plan.settings or {}).items():
-                    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                if plan.settings:  # one statement for all of them (each is parsed, planned, run)
+                    conn.execute("SELECT set_config(s.name, s.value, true) FROM unnest(%s::text[], %s::text[]) "
+                                 "AS s(name, value)", (list(plan.settings), list(plan.settings.values())))
                 cursors.append(conn.execute(plan.sql, plan.args))
         for plan, cur in zip(todo, cursors, strict=True):
             plan.rows = [_scored(r, plan.with_payload) for r in cur.fetchall()]
@@ -521,7 +549,11 @@ def _walk_settings(limit: int) -> dict[str, str]:
     return {"hnsw.ef_search": str(min(1000, max(EF_SEARCH, limit))), "hnsw.iterative_scan": "strict_order",
             # the plan not taken is planned too: a parallel one launched its workers (~17 ms) before
             # its one-time filter said it would not run
-            "max_parallel_workers_per_gather": "0"}
+            "max_parallel_workers_per_gather": "0",
+            # a scope's rows read by a bitmap of the user (or time) index, then sorted, looked cheaper to
+            # the planner than the walk for a freshly filled scope (10^4 rows: 27 ms against ~3): the
+            # ordered scans left are the graph's and the exact branch's plain index scan
+            "enable_bitmapscan": "off"}
 
 
 def _hybrid_plan(spec: SearchSpec, dense: tuple[str, tuple[Any, ...]], lexical: _Plan) -> _Plan:
@@ -563,7 +595,12 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
     met are scored exactly (by the key, which holds the weight) and their best ``K`` are the full
     ranking's. Otherwise (or with no single scope) the statement sums every term row, as it does for
     the wide ranking; the check costs the head's rows alone (a corpus of few, evenly spread words,
-    like the benchmarks' synthetic one, never passes it)."""
+    like the benchmarks' synthetic one, never passes it).
+
+    A filter besides the user that fewer than ``FEW_ROWS`` rows pass (a time window, a speaker) is
+    applied first: those rows are read through the filter's index and their rows of the query's
+    terms alone are scored, by the key (``(point, term)``), instead of every term row of the scope
+    then every scored point joined to its row to be rejected."""
     terms = [int(t) for t in sparse.indices]
     if not terms:
         return _Plan(None, (), with_payload)
@@ -586,34 +623,69 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
             "WHERE t.point_id = m.point_id AND t.term = ANY(%s::bigint[])) e), "
             # what the rows read already add up to: a point's exact score is at least that
             "low AS (SELECT h.point_id, sum(h.w * h.weight) AS score FROM head h GROUP BY h.point_id), "
-            "safe AS (SELECT (SELECT bool_and(s.w > 0) FROM s) AND ((SELECT ub FROM bound) = 0 OR coalesce(("
+            # not tried when the scope's rows of the query's terms are few beside the head (their count is
+            # at most the terms' df, in the scope's shard): summing them all costs less than the head's probes
+            "safe AS (SELECT CASE WHEN (SELECT sum(s.df) FROM s) <= %s THEN false ELSE "
+            "(SELECT bool_and(s.w > 0) FROM s) AND ((SELECT ub FROM bound) = 0 OR coalesce(("
             "SELECT x.score FROM low x ORDER BY x.score DESC OFFSET %s LIMIT 1) > (SELECT ub FROM bound), "
-            "false)) AS v), ")
+            "false)) END AS v), ")
     scope = " AND t.user_id = %s" if user is not None else ""
     scored = ("(SELECT * FROM met WHERE (SELECT v FROM safe) UNION ALL SELECT * FROM sc WHERE NOT (SELECT v FROM safe))"
               if user is not None else "sc")
+    few = few_case = few_list = ""
+    few_args: tuple[Any, ...] = ()
+    if _narrows(spec):
+        few = f"fw AS MATERIALIZED (SELECT p.id FROM ix_points p WHERE {where} LIMIT %s), "
+        few_case = "WHEN (SELECT count(*) FROM fw) < %s THEN 0 "
+        few_list = (
+            f" UNION ALL (SELECT {cols}, f.score FROM (SELECT t.point_id, sum(s.w * t.weight) AS score FROM fw "
+            "JOIN ix_terms t ON t.point_id = fw.id JOIN s ON s.term = t.term WHERE t.term = ANY(%s::bigint[]) "
+            "GROUP BY t.point_id) f JOIN ix_points p ON p.id = f.point_id WHERE (SELECT v FROM mode) = 0 "
+            "ORDER BY f.score DESC, p.id LIMIT %s)")
+        few_args = (*params, FEW_ROWS, FEW_ROWS)
     sql = (
         "WITH q(term, qw) AS (SELECT * FROM unnest(%s::bigint[], %s::float8[])), "
         "n AS (SELECT coalesce(sum(points), 0)::float8 AS n FROM ix_users), "
-        "s AS MATERIALIZED (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w FROM q CROSS JOIN n "
-        "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term) d), "
+        "s AS MATERIALIZED (SELECT q.term, q.qw * ln(1 + (n.n - d.df + 0.5) / (d.df + 0.5)) AS w, e.df "
+        "FROM q CROSS JOIN n "
+        "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term) d "
+        # the term's count in the scope's shard: the scope holds at most that many of its rows
+        "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term "
+        "AND x.shard = %s) e), "
         f"{head}"
         f"sc AS MATERIALIZED (SELECT t.point_id, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t "
         f"ON t.term = s.term{scope} GROUP BY t.point_id), "
         f"top AS (SELECT x.point_id, x.score FROM {scored} x ORDER BY x.score DESC, x.point_id LIMIT %s), "
         f"hit AS MATERIALIZED (SELECT {cols}, top.score FROM top JOIN ix_points p ON p.id = top.point_id "
         f"WHERE {where} ORDER BY top.score DESC, p.id LIMIT %s), "
-        "wide AS (SELECT (SELECT count(*) FROM hit) < %s AND (SELECT count(*) FROM top) >= %s AS v) "
+        # the rows a narrowing filter passes, when fewer than FEW_ROWS: scored alone, by the key
+        f"{few}"
+        # which list answers: 0 the few rows passing the filter, 1 the best candidates that pass it,
+        # 2 every scored point that passes it (the filter rejected too many candidates)
+        f"mode AS (SELECT CASE {few_case}WHEN (SELECT count(*) FROM hit) < %s AND (SELECT count(*) FROM top) >= %s "
+        "THEN 2 ELSE 1 END AS v) "
         "SELECT r.pid::text, r.uid, r.rec, r.score FROM ("
-        "SELECT * FROM hit WHERE NOT (SELECT v FROM wide) UNION ALL "
+        "SELECT * FROM hit WHERE (SELECT v FROM mode) = 1 UNION ALL "
         f"(SELECT {cols}, sc.score FROM sc JOIN ix_points p ON p.id = sc.point_id "
-        f"WHERE (SELECT v FROM wide) AND {where} ORDER BY sc.score DESC, p.id LIMIT %s)"
-        ") r ORDER BY r.score DESC, r.pid")
+        f"WHERE (SELECT v FROM mode) = 2 AND {where} ORDER BY sc.score DESC, p.id LIMIT %s)"
+        f"{few_list}) r ORDER BY r.score DESC, r.pid")
     size = head_size(cands)
-    args = (terms, [float(v) for v in sparse.values],
-            *((user, size, size, terms, cands - 1) if user is not None else ()),
-            *([user] if user is not None else []), cands, *params, limit, limit, cands, *params, limit)
+    args = (terms, [float(v) for v in sparse.values], _shard(user) if user is not None else -1,
+            *((user, size, size, terms, HEAD_SKIP * size * len(terms), cands - 1) if user is not None else ()),
+            *([user] if user is not None else []), cands, *params, limit, *few_args, limit, cands, *params, limit,
+            *((terms, limit) if few else ()))
     return _Plan(sql, args, with_payload)
+
+
+def _narrows(spec: FilterSpec) -> bool:
+    """Whether the filter has a condition besides the user's (one that may leave few of the scope's rows)."""
+    return bool(spec.must_not) or any(not (isinstance(c, Match) and c.key == "user_id") for c in spec.must)
+
+
+def _few(where: str) -> str:
+    """SQL: fewer than ``FEW_ROWS`` rows pass ``where`` (its parameters, then ``FEW_ROWS`` twice): the
+    count stops at ``FEW_ROWS`` rows, so it costs no more than reading those through the filter's index."""
+    return f"((SELECT count(*) FROM (SELECT 1 FROM ix_points p WHERE {where} LIMIT %s) c) < %s)"
 
 
 def head_size(cands: int) -> int:
