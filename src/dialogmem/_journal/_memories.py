@@ -131,12 +131,11 @@ class MemorySQL(SQLRows):
 
     def _text(self, user_id: str, memory_id: str) -> str:
         d = self.dialect
-        rows = self._query(f"SELECT {d.json_field('payload', 'memory')} FROM memories WHERE user_id={d.mark} "
-                           f"AND id={d.mark}", (user_id, memory_id))
-        if not rows or not isinstance(rows[0][0], str):
+        rows = self._query(f"{_SELECT} WHERE user_id={d.mark} AND id={d.mark}", (user_id, memory_id))
+        if not rows:
             raise StoreError(f"the ADD history row of memory {memory_id!r} refers to the memory's text, "
-                             "and the journal holds no memory row with a text for it")
-        return str(rows[0][0])
+                             "and the journal holds no memory row for it")
+        return memory_row(rows[0]).memory  # read as the memory itself is, mended alike
 
     def sleep_pending(self, user_id: str | None = None) -> dict[str, list[str]]:
         """user_id -> memory ids added or changed since that user's last sleep."""
@@ -317,9 +316,16 @@ def _keep_added_texts(db: Conn, d: Dialect, user_id: str, final: Mapping[str, st
     memory's text gets that text written in, where the text is about to change."""
     if not held:
         return
-    texts = rows_where_in(tx_reader(db), d, f"SELECT id, {d.json_field('payload', 'memory')} FROM memories "
-                          f"WHERE user_id={d.mark} AND", "id", held, [user_id])
-    changed = [(r[1], user_id, r[0]) for r in texts if r[1] != final.get(r[0], r[1])]
+    rows = rows_where_in(tx_reader(db), d, f"SELECT id, payload FROM memories WHERE user_id={d.mark} AND", "id",
+                         held, [user_id])
+    changed = []
+    for mid, payload in ((r[0], r[1]) for r in rows):
+        try:  # parsed as reads parse it (SQL's JSON functions refuse what Python's json reads, e.g. NaN)
+            text = json.loads(payload).get("memory")
+        except (ValueError, AttributeError):  # a payload no version can read: no first text left to keep
+            continue
+        if isinstance(text, str) and text != final.get(mid, text):
+            changed.append((text, user_id, mid))
     many(db, f"UPDATE history SET event='ADD', new_memory={d.mark} WHERE user_id={d.mark} AND memory_id={d.mark} "
              f"AND event='{ADD_SAME}'", changed)
 
