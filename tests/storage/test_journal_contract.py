@@ -32,6 +32,7 @@ from dialogmem._journal import (
     TurnStatus,
     UserRows,
     open_journal,
+    stored_precision,
 )
 from dialogmem._journal._dialect import POSTGRES, SQLITE
 from dialogmem._journal._schema import MIGRATIONS
@@ -81,7 +82,8 @@ def _record(i: int, user: str = "u", tier: str = "mtm") -> MemoryRecord:
 
 
 def _vec(i: int) -> np.ndarray:
-    return np.arange(4, dtype=np.float32) + i
+    """A vector as the write path hands it to the journal: already at the journal's precision."""
+    return stored_precision(np.arange(4, dtype=np.float32) + i)
 
 
 def _add(j: Journal, *records: MemoryRecord, **cs: object) -> None:
@@ -226,6 +228,58 @@ def test_update_removal_history_and_sleep_queue(opener: Opener) -> None:
     assert [h.event for h in history] == [Event.ADD, Event.UPDATE, Event.EVICT]
     assert history[1].old_memory == "memory 1" and history[1].previous == rec and history[2].previous == new
     assert j.history(rec.id, "v") == []
+
+
+def _history_rows(j: Journal, memory_id: str) -> list[tuple[str, str | None]]:
+    """(event, new_memory) of a memory's history rows as stored."""
+    p = j.dialect.mark  # type: ignore[attr-defined]
+    return [(r[0], r[1]) for r in j._query(  # type: ignore[attr-defined]
+        f"SELECT event, new_memory FROM history WHERE memory_id={p} ORDER BY seq", (memory_id,))]
+
+
+def test_an_add_row_refers_to_its_memorys_text_and_reads_as_before(opener: Opener) -> None:
+    """Issue 45, item 5: an ADD history row whose text is the memory's keeps no second copy; history()
+    gives the same entries, and a later change of the text writes the first text into the row first."""
+    j = opener()
+    rec, other = _record(1), _record(2)
+    _add(j, rec, other)
+    assert _history_rows(j, rec.id) == [("ADD=", None)]  # no copy of the text
+    assert [(h.event, h.old_memory, h.new_memory) for h in j.history(rec.id, "u")] == [(Event.ADD, None, "memory 1")]
+    edited = rec.model_copy(update={"memory": "memory 1, edited", "version": 2})
+    j.commit(ChangeSet("u", writes=[MemoryWrite(edited, Event.UPDATE, "user", old=rec)]), {})
+    assert _history_rows(j, rec.id)[0] == ("ADD", "memory 1")  # written in before the text changed
+    assert [(h.event, h.old_memory, h.new_memory) for h in j.history(rec.id, "u")] == [
+        (Event.ADD, None, "memory 1"), (Event.UPDATE, "memory 1", "memory 1, edited")]
+    moved = other.model_copy(update={"tier": "ltm"})  # a write keeping the text leaves the reference
+    j.commit(ChangeSet("u", writes=[MemoryWrite(moved, Event.UPDATE, "sleep", old=other)]), {})
+    assert _history_rows(j, other.id)[0] == ("ADD=", None)
+    j.commit(ChangeSet("u", removals=[MemoryRemoval(moved, "user")]), {})  # deleted: the row keeps its text
+    assert j.history(other.id, "u")[0].new_memory == "memory 2" and j.history(other.id, "v") == []
+    # an ADD and a change of the same memory in one batch: the row holds the first text itself
+    third, fourth = _record(3), _record(4)
+    third_edited = third.model_copy(update={"memory": "memory 3, edited", "version": 2})
+    j.commit(ChangeSet("u", writes=[MemoryWrite(third, Event.ADD, "t"),
+                                    MemoryWrite(third_edited, Event.UPDATE, "t", old=third)]), {})
+    assert _history_rows(j, third.id)[0] == ("ADD", "memory 3")
+    # a replayed ADD with another text (the row's text changes, no history row says so)
+    _add(j, fourth)
+    j.commit(ChangeSet("u", writes=[MemoryWrite(fourth.model_copy(update={"memory": "memory 4, again"}),
+                                                Event.ADD, "t")]), {})
+    assert [(h.event, h.new_memory) for h in j.history(fourth.id, "u")] == [(Event.ADD, "memory 4")]
+    # an import of the store's own history leaves the referring row alone (the same row, not a new one)
+    added = j.import_rows("u", history=j.history(other.id, "u"))
+    assert added["history"] == 0 and len(j.history(other.id, "u")) == 3  # ADD, UPDATE, DELETE
+
+
+def test_add_rows_of_an_older_store_read_as_they_were(opener: Opener) -> None:
+    j = opener()
+    rec = _record(1)
+    _add(j, rec)
+    p = j.dialect.mark  # type: ignore[attr-defined]
+    # as an earlier version wrote it: the text copied into the row
+    with j._tx() as db:  # type: ignore[attr-defined]
+        db.execute(f"UPDATE history SET event='ADD', new_memory={p} WHERE memory_id={p}", ("memory 1", rec.id))
+    assert [(h.event, h.new_memory) for h in j.history(rec.id, "u")] == [(Event.ADD, "memory 1")]
 
 
 def test_index_outbox_states(opener: Opener) -> None:

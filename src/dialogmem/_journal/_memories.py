@@ -32,6 +32,11 @@ COLUMN_FIELDS = ("id", "user_id", "tier", "agent_id", "session_id", "speaker_nam
 #: what ``memory_row`` reads
 ROW_COLUMNS = f"{', '.join(COLUMN_FIELDS)}, payload, access_count, last_accessed, status"
 _SELECT = f"SELECT {ROW_COLUMNS} FROM memories"
+#: the stored event of an ADD history row whose text is its memory row's (~a memory's text a row,
+#: instead of a second copy): ``history`` reads it as ``ADD`` with that text, and a write that
+#: changes the memory's text first writes the text into the row (``_keep_added_texts``). Earlier
+#: versions never wrote this code, so no row of theirs is read this way.
+ADD_SAME = "ADD="
 
 
 class MemorySQL(SQLRows):
@@ -109,7 +114,8 @@ class MemorySQL(SQLRows):
         return [r[0] for r in rows]
 
     def history(self, memory_id: str, user_id: str) -> list[HistoryEntry]:
-        p = self.dialect.mark
+        d = self.dialect
+        p = d.mark
         rows = self._query(
             "SELECT memory_id, event, old_memory, new_memory, timestamp, actor, old_record FROM history "
             f"WHERE user_id={p} AND memory_id={p} ORDER BY seq", (user_id, memory_id))
@@ -118,8 +124,18 @@ class MemorySQL(SQLRows):
             data: dict[str, Any] = dict(r)
             raw = data.pop("old_record")
             data["previous"] = stored_record(raw) if raw else None
+            if data["event"] == ADD_SAME:  # the text is the memory row's own (see ``insert_histories``)
+                data["event"], data["new_memory"] = Event.ADD.value, self._text(user_id, memory_id)
             out.append(mend_stored(HistoryEntry, data, f"a history row of memory {memory_id!r}"))
         return out
+
+    def _text(self, user_id: str, memory_id: str) -> str:
+        d = self.dialect
+        rows = self._query(f"{_SELECT} WHERE user_id={d.mark} AND id={d.mark}", (user_id, memory_id))
+        if not rows:
+            raise StoreError(f"the ADD history row of memory {memory_id!r} refers to the memory's text, "
+                             "and the journal holds no memory row for it")
+        return memory_row(rows[0]).memory  # read as the memory itself is, mended alike
 
     def sleep_pending(self, user_id: str | None = None) -> dict[str, list[str]]:
         """user_id -> memory ids added or changed since that user's last sleep."""
@@ -211,15 +227,18 @@ def write_memories(db: Conn, d: Dialect, user_id: str, writes: Sequence[MemoryWr
     for w in writes:
         if w.record.user_id != user_id:
             raise StoreError(f"memory {w.record.id} belongs to another change set's user")
-    for mid, owner in held_owners(db, d, [w.record.id for w in writes]).items():
+    held = held_owners(db, d, [w.record.id for w in writes])
+    for mid, owner in held.items():
         if owner != user_id:
             raise StoreError(f"memory id {mid} is taken by another user")
+    final = {w.record.id: w.record.memory for w in writes}  # the text each row holds after this batch
+    _keep_added_texts(db, d, user_id, final, list(held))
     many(db, _UPSERT.format(p=d.mark, nine=d.marks(9)), [
         (r.id, user_id, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
          _payload(r), encode(vectors.get(r.id)), int(IndexState.UPSERT), now) for r in (w.record for w in writes)])
     insert_histories(db, d, user_id, [HistoryEntry(
         memory_id=w.record.id, event=w.event, old_memory=w.old.memory if w.old is not None else None,
-        new_memory=w.record.memory, timestamp=now, actor=w.actor, previous=w.old) for w in writes])
+        new_memory=w.record.memory, timestamp=now, actor=w.actor, previous=w.old) for w in writes], same_text=final)
     many(db, f"INSERT INTO sleep_pending (user_id, memory_id) VALUES ({d.mark}, {d.mark}) ON CONFLICT DO NOTHING",
          [(user_id, w.record.id) for w in writes if w.sleep_pending])
 
@@ -267,22 +286,48 @@ def import_memories(db: Conn, d: Dialect, user_id: str,
     return len(fresh)
 
 
-def insert_histories(db: Conn, d: Dialect, user_id: str, entries: Sequence[HistoryEntry]) -> None:
+def insert_histories(db: Conn, d: Dialect, user_id: str, entries: Sequence[HistoryEntry],
+                     same_text: Mapping[str, str] | None = None) -> None:
     """History rows, in order; an ADD for a memory that has one already (held, or earlier in
-    ``entries``) is a replay and is skipped."""
+    ``entries``) is a replay and is skipped. ``same_text``: id -> the text the memory row holds
+    once the caller's transaction is done; an ADD whose text is that one refers to it (``ADD_SAME``)
+    instead of keeping a copy."""
+    same = same_text or {}
     adds = [e.memory_id for e in entries if e.event is Event.ADD]
     added = {r[0] for r in rows_where_in(tx_reader(db), d, f"SELECT memory_id FROM history WHERE user_id={d.mark} "
-                                         "AND event='ADD' AND", "memory_id", adds, [user_id])}
+                                         f"AND event IN ('ADD', '{ADD_SAME}') AND", "memory_id", adds, [user_id])}
     rows = []
     for e in entries:
+        event, new_memory = e.event.value, e.new_memory
         if e.event is Event.ADD:
             if e.memory_id in added:
                 continue
             added.add(e.memory_id)
+            if new_memory is not None and e.old_memory is None and same.get(e.memory_id) == new_memory:
+                event, new_memory = ADD_SAME, None
         previous = e.previous.model_dump_json() if e.previous is not None else None
-        rows.append((e.memory_id, user_id, e.event.value, e.old_memory, e.new_memory, e.timestamp, e.actor, previous))
+        rows.append((e.memory_id, user_id, event, e.old_memory, new_memory, e.timestamp, e.actor, previous))
     many(db, "INSERT INTO history (memory_id, user_id, event, old_memory, new_memory, timestamp, actor, "
              f"old_record) VALUES ({d.marks(8)})", rows)
+
+
+def _keep_added_texts(db: Conn, d: Dialect, user_id: str, final: Mapping[str, str], held: Sequence[str]) -> None:
+    """Before the rows of ``held`` get the texts of ``final``: an ADD history row that refers to its
+    memory's text gets that text written in, where the text is about to change."""
+    if not held:
+        return
+    rows = rows_where_in(tx_reader(db), d, f"SELECT id, payload FROM memories WHERE user_id={d.mark} AND", "id",
+                         held, [user_id])
+    changed = []
+    for mid, payload in ((r[0], r[1]) for r in rows):
+        try:  # parsed as reads parse it (SQL's JSON functions refuse what Python's json reads, e.g. NaN)
+            text = json.loads(payload).get("memory")
+        except (ValueError, AttributeError):  # a payload no version can read: no first text left to keep
+            continue
+        if isinstance(text, str) and text != final.get(mid, text):
+            changed.append((text, user_id, mid))
+    many(db, f"UPDATE history SET event='ADD', new_memory={d.mark} WHERE user_id={d.mark} AND memory_id={d.mark} "
+             f"AND event='{ADD_SAME}'", changed)
 
 
 def set_index_state(db: Conn, d: Dialect, ids: Sequence[str], state: IndexState, error: str | None) -> None:

@@ -28,7 +28,15 @@ from ._dialect import Dialect
 from ._graph import GraphSQL
 from ._keys import KeySQL
 from ._ltmqueue import LTMQueueSQL
-from ._memories import MemorySQL, add_access, import_memories, insert_histories, remove_memories, write_memories
+from ._memories import (
+    ADD_SAME,
+    MemorySQL,
+    add_access,
+    import_memories,
+    insert_histories,
+    remove_memories,
+    write_memories,
+)
 from ._rows import Conn, many, rows_where_in, set_meta, tx_reader
 from ._schema import MIGRATIONS, SCHEMA_VERSION, TurnStatus
 from ._turns import TurnSQL, insert_turns, set_pending_status
@@ -170,7 +178,7 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
                  [(*status[t.id], user_id, t.id) for t in fresh])
             added["turns"] = len(fresh)
             added["memories"] = import_memories(db, d, user_id, memories, now)
-            seen = {(r[0], r[1], r[2], r[3]) for r in rows_where_in(
+            seen = {(r[0], "ADD" if r[1] == ADD_SAME else r[1], r[2], r[3]) for r in rows_where_in(
                 read, d, f"SELECT memory_id, event, timestamp, actor FROM history WHERE user_id={p} AND", "memory_id",
                 [e.memory_id for e in history], [user_id])}
             new: list[HistoryEntry] = []

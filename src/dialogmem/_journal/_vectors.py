@@ -1,48 +1,84 @@
-"""How a memory's dense vector is kept in the journal: half precision, once.
+"""How a memory's dense vector is kept in the journal: eight bits a component and one scale, once.
 
-A float32 MiniLM vector is 1,536 bytes, and with the ~0.7 KB JSON payload a ``memories`` row (~2.3
-KB) took a 4 KB SQLite page of its own. Kept as float16 (768 bytes and a 2-byte tag) a row is ~1.5 KB,
-two to a page. The write path rounds every vector to float16 (:func:`stored_precision`) *before*
-it reaches the journal or the vector index, so the index holds exactly the values the journal can
-give back: a rebuild from the journal (no re-embedding) writes the same float32 points, and so the
-same int8 copy. The cosine between a unit vector and its rounded self is above 0.99999.
+A float32 MiniLM vector is 1,536 bytes; in float16 (the format before this one) 770. A new blob is
+``b"q" + pad + scale + int8 components + pad bytes``: the components divided by one float32 scale a
+vector, rounded to the nearest of -127..127, and 0-3 zero bytes (their count is the tag's second
+character) that make its length 2 mod 4 — 390 bytes for 384 dimensions. The write path rounds every vector to this
+precision (:func:`stored_precision`) *before* it reaches the journal or the vector index, so the
+index holds exactly the values the journal gives back: a rebuild from the journal (no re-embedding)
+writes the same float32 points, and so the same copies in the index. The cosine between a unit
+vector and its rounded self is above 0.9999.
 
-Rows written before (plain float32, ``4 * dim`` bytes) are read as they are; nothing is rewritten.
-A new blob is ``TAG + float16 bytes``: ``2 + 2 * dim`` bytes, which for an even ``dim`` is never a
-multiple of four, so the two formats cannot be mistaken for each other. An odd ``dim`` (no model
-here has one) keeps float32.
+The scale keeps 12 significant bits (rounded up), so ``component * scale`` is exact in float32 and
+rounding a rounded vector gives it back bit for bit: a vector read from the journal and written
+again (an update that keeps it, a re-import) keeps its values.
+
+Rows written before read as they were; nothing is rewritten: float32 (``4 * dim`` bytes) and float16
+(``b"h2"`` and ``2 * dim`` bytes). The three cannot be mistaken for each other: a float32 blob's length
+is a multiple of four, the other two are 2 mod 4 long and start with their own tag.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-TAG = b"h2"  # the half-precision blob's first two bytes (its length is 2 mod 4)
+HALF_TAG = b"h2"  # float16 blobs of an earlier version (length 2 + 2 * dim)
+TAG = b"q"  # this version's blobs: TAG, the pad count (a digit), a little-endian float32 scale, dim int8
+_HEAD = 6  # components, the pad
+_SCALE_MASK = np.uint32(0xFFFFF000)  # a float32 scale keeps 12 significant bits (11 stored and the implicit one)
+
+
+def _scale(v: np.ndarray) -> np.float32:
+    """The scale of ``v``: its largest magnitude over 127, rounded up to 12 significant bits (so a
+    component times it is exact in float32, and a rounded vector's scale is its own)."""
+    top = float(np.max(np.abs(v))) if v.size else 0.0
+    if top == 0.0:
+        return np.float32(0.0)
+    raw = np.array([top / 127.0], dtype=np.float32)
+    bits = raw.view(np.uint32)
+    up = (bits + np.uint32(0xFFF)) & _SCALE_MASK  # round the mantissa up: top / scale stays <= 127
+    return np.float32(up.view(np.float32)[0])
+
+
+def _quantize(v: np.ndarray) -> tuple[np.float32, np.ndarray]:
+    scale = _scale(v)
+    if scale == 0.0:
+        return scale, np.zeros(v.shape, dtype=np.int8)
+    q = np.clip(np.rint(v.astype(np.float64) / float(scale)), -127, 127).astype(np.int8)
+    return scale, q
+
+
+def _dequantize(scale: np.float32, q: np.ndarray) -> np.ndarray:
+    return q.astype(np.float32) * np.float32(scale)
 
 
 def stored_precision(vector: np.ndarray) -> np.ndarray:
-    """``vector`` (float32) as the journal keeps it: rounded to float16 for an even dimension."""
+    """``vector`` (float32) as the journal keeps it: the values its blob decodes to (rows of a
+    vector matrix each with its own scale)."""
     v = np.asarray(vector, dtype=np.float32)
-    if v.shape[-1] % 2:
-        return v
-    return v.astype(np.float16).astype(np.float32)
+    if v.ndim == 1:
+        return _dequantize(*_quantize(v))
+    return np.stack([_dequantize(*_quantize(row)) for row in v.reshape(-1, v.shape[-1])]).reshape(v.shape)
 
 
 def encode(vector: np.ndarray | None) -> bytes | None:
     """The blob of ``vector`` (None stays None)."""
     if vector is None:
         return None
-    v = np.asarray(vector, dtype=np.float32).reshape(-1)
-    if v.size % 2:
-        return v.astype("<f4").tobytes()
-    return TAG + v.astype("<f2").tobytes()
+    scale, q = _quantize(np.asarray(vector, dtype=np.float32).reshape(-1))
+    pad = (2 - _HEAD - q.size) % 4
+    return TAG + str(pad).encode() + np.array([scale], dtype="<f4").tobytes() + q.tobytes() + bytes(pad)
 
 
 def decode(blob: bytes | None) -> np.ndarray | None:
-    """The float32 vector of a blob of either format (None stays None)."""
+    """The float32 vector of a blob of any format (None stays None)."""
     if blob is None:
         return None
     raw = bytes(blob)  # PostgreSQL hands out memoryview
-    if len(raw) % 4 == 2 and raw[:2] == TAG:
+    if len(raw) % 4 == 2 and raw[:1] == TAG and raw[1:2] in (b"0", b"1", b"2", b"3") and len(raw) >= _HEAD:
+        scale = np.frombuffer(raw, dtype="<f4", count=1, offset=2)[0]
+        count = len(raw) - _HEAD - int(raw[1:2])
+        return _dequantize(scale, np.frombuffer(raw, dtype=np.int8, offset=_HEAD, count=count))
+    if len(raw) % 4 == 2 and raw[:2] == HALF_TAG:
         return np.frombuffer(raw, dtype="<f2", offset=2).astype(np.float32)
     return np.frombuffer(raw, dtype="<f4").astype(np.float32)
