@@ -362,6 +362,22 @@ def test_an_old_schema_is_migrated_and_a_reader_asks_for_the_upgrade(backend: st
     assert j.meta("import_index") == "1"  # the facade copies the v1 index into memory rows once
 
 
+def test_a_v5_store_opens_read_only_as_it_is_and_read_write_raises_its_version(opener: Opener) -> None:
+    """Version 6 changed row formats, no table: this code reads a v5 store without an upgrade, and a
+    read-write open records version 6, so that a v5 dialogmem refuses the store instead of failing on
+    an int8 vector or a history row that refers to its memory's text."""
+    j = opener()
+    j.commit(ChangeSet("u", turns=[_turn(1)]), {})
+    j.set_meta("schema_version", "5")
+    j.close()
+    reader = opener(read_only=True)
+    assert reader.schema_version == 5 and [t.id for t in reader.turns("u")] == ["t1"]
+    reader.close()
+    j = opener()
+    assert j.schema_version == SCHEMA_VERSION == 6 and [t.id for t in j.turns("u")] == ["t1"]
+    j.close()
+
+
 def test_another_programs_meta_table_is_refused_and_left_as_it_was(backend: str, opener: Opener,
                                                                    config: JournalConfig, tmp_path: Path) -> None:
     """A database whose ``meta`` table is not ours is named as such, and nothing is written to it."""

@@ -1,5 +1,6 @@
-"""The journal's SQL: its schema is what stores of schema version 5 hold, on both databases, byte
-for byte; and every statement takes its parameter marks from the dialect.
+"""The journal's SQL: its schema is what stores of schema version 5 hold (version 6 changed no table,
+only the row formats a store may hold), on both databases, byte for byte; and every statement takes
+its parameter marks from the dialect.
 
 ``tests/fixtures/journal_schema_v5.txt`` was written by the journal as it was before its SQL was
 written once over a dialect (the SQLite journal had its own DDL, the PostgreSQL journal a twin):
@@ -64,11 +65,11 @@ def _pg_schema(url: str, schema: str) -> list[str]:
 
 
 def test_the_snapshot_is_of_this_schema_version() -> None:
-    assert SCHEMA_VERSION == 5 and set(_snapshot()) == {
+    assert SCHEMA_VERSION == 6 and set(_snapshot()) == {
         "sqlite fresh", "sqlite from v1", "postgres fresh", "postgres from v1"}
 
 
-def test_a_sqlite_store_holds_the_v5_schema_byte_for_byte(tmp_path: Path) -> None:
+def test_a_sqlite_store_holds_this_schema_byte_for_byte(tmp_path: Path) -> None:
     expected = _snapshot()
     SQLiteJournal(tmp_path / "fresh.sqlite3").close()
     assert _sqlite_schema(tmp_path / "fresh.sqlite3") == expected["sqlite fresh"]
@@ -82,7 +83,7 @@ def test_a_sqlite_store_holds_the_v5_schema_byte_for_byte(tmp_path: Path) -> Non
     assert _sqlite_schema(tmp_path / "v1.sqlite3") == expected["sqlite from v1"]
 
 
-def test_a_postgres_store_holds_the_v5_schema(postgres_url: str, tmp_path: Path) -> None:
+def test_a_postgres_store_holds_this_schema(postgres_url: str, tmp_path: Path) -> None:
     import psycopg
 
     expected = _snapshot()

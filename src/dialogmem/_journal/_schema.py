@@ -21,6 +21,12 @@ schema of one made before (``tests/storage/test_schema_snapshot.py`` checks both
   (the subject is a keyed hash of the user id, never the id itself).
 * v5 (``_v5_ltm_pending``) — the LTM hand-over queue: evicted MTM items waiting for the next
   consolidation cycle (marked in the eviction's transaction, cleared in the cycle's).
+* v6 (``_v6_row_formats``) — no table changes: rows may now hold formats a v5 reader cannot decode
+  (a memory's vector as int8 with a scale, ``_vectors``; an ADD history row that refers to its
+  memory's text instead of a copy, event ``ADD=``). The version is raised so that an older dialogmem
+  refuses the store ("schema version 6; this dialogmem reads up to 5") instead of failing on the
+  first such row. This version reads v5 rows as they are, so a v5 store opens read-only without
+  an upgrade (``READABLE_FROM``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,10 @@ from enum import IntEnum
 from ._dialect import Dialect
 from ._rows import Conn
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+#: the oldest version this code reads as it is (later migrations changed no table): a store of that
+#: version opens read-only without an upgrade
+READABLE_FROM = 5
 
 
 class TurnStatus(IntEnum):
@@ -209,6 +218,10 @@ def _v5_ltm_pending(db: Conn, d: Dialect) -> None:
     """)
 
 
+def _v6_row_formats(db: Conn, d: Dialect) -> None:
+    """Nothing to change: the version says which row formats the store may hold (see above)."""
+
+
 #: version -> migration; each runs in the opening transaction together with its version record
 MIGRATIONS: dict[int, Callable[[Conn, Dialect], None]] = {1: _v1, 2: _v2, 3: _v3_keys, 4: _v4_graph,
-                                                          5: _v5_ltm_pending}
+                                                          5: _v5_ltm_pending, 6: _v6_row_formats}

@@ -38,7 +38,7 @@ from ._memories import (
     write_memories,
 )
 from ._rows import Conn, many, rows_where_in, set_meta, tx_reader
-from ._schema import MIGRATIONS, SCHEMA_VERSION, TurnStatus
+from ._schema import MIGRATIONS, READABLE_FROM, SCHEMA_VERSION, TurnStatus
 from ._turns import TurnSQL, insert_turns, set_pending_status
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
         if current > SCHEMA_VERSION:
             raise SchemaVersionError(f"{self._where()} has schema version {current}; this dialogmem reads up to "
                                      f"{SCHEMA_VERSION}")
-        if reading and current < SCHEMA_VERSION:
+        if reading and current < READABLE_FROM:
             raise StoreError(f"{self._where()} has schema version {current} and needs an upgrade: open it once "
                              "read-write (without read_only)")
 
