@@ -290,3 +290,37 @@ def test_a_journal_row_leaves_out_what_its_columns_hold_and_an_older_row_reads_t
     third = make_memory()
     assert third.get_all("u") == [before]
     assert third.search("Where did Ann move?", "u", limit=1).hits[0].id == before.id
+
+
+def test_a_journal_row_keeps_a_repeated_field_once_and_reads_it_back(make_memory: Any, tmp_path: Path) -> None:
+    """A rule memory's compressed text is its original text, its ``updated_at`` its ``created_at`` and its
+    ``valid_from`` its time stamp until something changes them: the payload keeps each once (~a third
+    of a rule memory's payload) and reading gives the same record; where they differ both are kept, and
+    an empty compressed text stays empty."""
+    mem = make_memory()
+    mem.add([{"name": "Ann", "content": "I moved to Lisbon in May to teach piano at the conservatory."}], "u")
+    [before] = mem.get_all("u")
+    assert before.compressed_memory == before.original_memory != ""
+    assert before.updated_at == before.created_at and before.valid_from == before.time_stamp
+    path = tmp_path / "store" / "journal.sqlite3"
+    with sqlite3.connect(path) as db:
+        [(raw,)] = db.execute("SELECT payload FROM memories").fetchall()
+    fields = json.loads(raw)
+    assert fields["compressed_memory"] is True and fields["original_memory"] == before.original_memory
+    assert "updated_at" not in fields and "valid_from" not in fields
+    assert mem.get_all("u") == [before]
+    changed = before.model_copy(update={"compressed_memory": "Ann moved to Lisbon", "updated_at": before.created_at + 5,
+                                        "valid_from": "2024-05-01T00:00:00"})
+    emptied = before.model_copy(update={"id": str(uuid.uuid4()), "compressed_memory": ""})
+    mem.close()
+    j = SQLiteJournal(path)
+    from dialogmem._changes import ChangeSet, MemoryWrite
+    from dialogmem._types import Event
+    j.commit(ChangeSet("u", writes=[MemoryWrite(record=changed, event=Event.UPDATE, actor="t", old=before),
+                                    MemoryWrite(record=emptied, event=Event.ADD, actor="t")]), {})
+    assert j.memory("u", before.id) == changed and j.memory("u", emptied.id) == emptied
+    with sqlite3.connect(path) as db:
+        raws = [json.loads(r) for (r,) in db.execute("SELECT payload FROM memories ORDER BY id")]
+    for fields in raws:
+        assert fields.get("compressed_memory") in ("Ann moved to Lisbon", None)
+    j.close()

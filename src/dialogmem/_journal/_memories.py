@@ -345,10 +345,34 @@ def add_access(db: Conn, d: Dialect, deltas: Sequence[tuple[str, str, int, float
 
 
 def _payload(record: MemoryRecord) -> str:
-    # access statistics and the ``COLUMN_FIELDS`` live in their own columns (the counters incremented
-    # in place), not in the payload; fields holding their default are left out and read back as it (a
-    # rule memory: ~320 of ~710 bytes; the defaults are pinned by tests/storage/test_footprint.py)
-    return record.model_dump_json(exclude_defaults=True, exclude={"access_count", "last_accessed", *COLUMN_FIELDS})
+    """The JSON a row keeps of ``record``. Access statistics and the ``COLUMN_FIELDS`` live in their own
+    columns (the counters incremented in place), not in it; fields holding their default are left out
+    and read back as it (a rule memory: ~320 of ~710 bytes; the defaults are pinned by
+    tests/storage/test_footprint.py). Three fields that usually repeat another are left out too
+    (``_SAME_AS``), and ``memory_row`` reads them back from the one they repeat."""
+    skip = {"access_count", "last_accessed", *COLUMN_FIELDS}
+    skip.update(name for name, source in _SAME_AS.items() if getattr(record, name) == getattr(record, source))
+    data = record.model_dump(mode="json", exclude_defaults=True, exclude=skip)
+    if record.compressed_memory and record.compressed_memory == record.original_memory:
+        data["compressed_memory"] = True  # a text of a rule memory (~a third of its payload): kept once
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+#: a field -> the field it usually equals; a payload leaves the first out where they are equal, and a
+#: payload without it (written so; no version left ``updated_at`` out, and a missing ``valid_from`` is
+#: its evidence's time anyway) reads it as the second. ``compressed_memory`` equal to a non-empty
+#: ``original_memory`` is written ``true`` (an empty one is a default, left out as such).
+_SAME_AS = {"updated_at": "created_at", "valid_from": "time_stamp"}
+
+
+def _unpacked(data: dict[str, Any]) -> dict[str, Any]:
+    """A row's payload with the fields ``_payload`` left out as repeats put back."""
+    for name, source in _SAME_AS.items():
+        if name not in data and source in data:
+            data[name] = data[source]
+    if data.get("compressed_memory") is True:
+        data["compressed_memory"] = data.get("original_memory", "")
+    return data
 
 
 def memory_row(row: Row) -> MemoryRecord:
@@ -364,6 +388,7 @@ def memory_row(row: Row) -> MemoryRecord:
     for name in COLUMN_FIELDS:
         if name not in data:
             data[name] = row[name]
+    _unpacked(data)
     data["access_count"] = max(0, row["access_count"] or 0)
     data["last_accessed"] = unix_time_or_none(row["last_accessed"])
     return stored_record(data)
