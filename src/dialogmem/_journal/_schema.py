@@ -23,7 +23,8 @@ schema of one made before (``tests/storage/test_schema_snapshot.py`` checks both
   consolidation cycle (marked in the eviction's transaction, cleared in the cycle's).
 * v6 (``_v6_row_formats``) — no table changes: rows may now hold formats a v5 reader cannot decode
   (a memory's vector as int8 with a scale, ``_vectors``; an ADD history row that refers to its
-  memory's text instead of a copy, event ``ADD=``). The version is raised so that an older dialogmem
+  memory's text instead of a copy, event ``ADD=``; a payload that keeps a repeated field once,
+  ``compressed_memory: true``). The version is raised so that an older dialogmem
   refuses the store ("schema version 6; this dialogmem reads up to 5") instead of failing on the
   first such row. This version reads v5 rows as they are, so a v5 store opens read-only without
   an upgrade (``READABLE_FROM``).
