@@ -1,6 +1,6 @@
 """Fit the state chooser's weights (``dialogmem._read._choose.WEIGHTS``) and cross-validate them.
 
-    PYTHONPATH=src python benchmarks/changes_probe/fit_state_model.py [--l2 5.0]
+    PYTHONPATH=src python benchmarks/changes_probe/fit_state_model.py [--l2 5.0] [--cache FILE]
 
 Runs ``bench changes`` (LLM-free, sleep) on the first probe set (``changes``), the check set and the third
 set, recording for every present- or past-state question the candidates the rule selector saw, each with
@@ -19,6 +19,7 @@ recall@3 can differ from the bench's by a question or two); the bench gives the 
 from __future__ import annotations
 
 import argparse
+import pickle
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -96,9 +97,15 @@ def score(pools: Sequence[Pool], w: np.ndarray) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--l2", type=float, default=5.0)
+    parser.add_argument("--cache", type=Path, help="keep the collected candidates here (pickle) and reuse them")
     args = parser.parse_args()
-    pools = {name: collect(data) for name, data in SETS.items()}
-    rules = np.zeros(9)
+    if args.cache is not None and args.cache.exists():
+        pools = pickle.loads(args.cache.read_bytes())
+    else:
+        pools = {name: collect(data) for name, data in SETS.items()}
+        if args.cache is not None:
+            args.cache.write_bytes(pickle.dumps(pools))
+    rules = np.zeros(8)
     rules[:2] = 1.0  # rel + the rules' terms: what the selector did before the chooser
     for state in ("present", "past"):
         mine = {name: [p for p in got if p["state"] == state] for name, got in pools.items()}
