@@ -85,6 +85,7 @@ def test_a_stored_memory_is_read_by_its_own_line_and_speaker() -> None:
     ("What car does Lu drive these days?", "present"),
     ("Is Kim still vegan?", "present"),
     ("Who is Jo's current manager?", "present"),
+    ("What has Mo been cooking lately?", "present"),
     ("Where does Tom live?", "present"),  # present tense about a mutable attribute
     ("Where did Tom live before he moved?", "past"),
     ("What was Ana's first job?", "past"),
@@ -95,6 +96,11 @@ def test_a_stored_memory_is_read_by_its_own_line_and_speaker() -> None:
 def test_question_state(question: str, state: str | None) -> None:
     assert question_state(question) == state
     assert question_state("Where does Tom live?", explicit=True) is None
+
+
+def test_lately_says_a_question_is_about_the_present() -> None:
+    """A cue said in words, so the planner's explicit reading has it too (no LoCoMo dev question says it)."""
+    assert question_state("Which gym does Ravi go to lately?", explicit=True) == "present"
 
 
 def test_one_more_of_a_thing_and_a_change_of_another_kind_replace_nothing() -> None:

@@ -36,7 +36,8 @@ class Candidate(ScoredRecord):
 
     ``rank`` is its best rank in any view (0 = top); ``vector`` is filled only when asked for;
     ``affinity``, for a present- or past-state question only, is how close its vector is to the asked
-    attribute's prototypes (``_attributes``), read from its own turn when ``line_affinity``.
+    attribute's prototypes (``_attributes``), read from its own turn when ``line_affinity``; ``topicality``,
+    for the asked person's own statements, is that turn's cosine to the question (``_choose``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -46,6 +47,7 @@ class Candidate(ScoredRecord):
     vector: Any = None  # np.ndarray | None; Any keeps pydantic from copying the array
     affinity: float | None = None
     line_affinity: bool = False  # the affinity is its own turn's vector's, not its window's
+    topicality: float | None = None  # its own turn's cosine to the question (state questions, ``_state``)
 
 
 def per_view_budget(k: int, n_views: int) -> int:

@@ -6,9 +6,10 @@
             + 0.15 · multi-view agreement (share of the plan's views that returned it)
             + 0.25 · keyword overlap (share of plan keywords/entities found in the memory)
             ± 0.15 when the plan has a time window: bonus inside it, penalty outside a strict one;
-* plus the validity terms of ``_validity`` for a question about the present or the past (a
-  superseded memory demoted for "now", the newest statement of the asked attribute first; zeros
-  for other questions);
+* plus, for a question about the present or the past, the fitted chooser of ``_choose`` over the
+  validity terms of ``_validity`` (a superseded memory demoted for "now", the newest statement of the
+  asked attribute first), the asked person's own statements, their recency and their closeness to the
+  question; zeros for other questions;
 * MMR with λ = 0.8: each pick maximises λ·relevance − (1−λ)·(max similarity to the picks so far);
   a candidate nearly identical to a pick (cosine ≥ 0.92, or Jaccard ≥ 0.6) is only used when
   nothing else is left. Similarity is the cosine of the stored vectors when stage 1 attached them, else the
@@ -35,6 +36,7 @@ from .._models._llm_base import LLMClient
 from .._prompts import select as select_prompt
 from .._text._words import content_words, tokens
 from .._types import ScoredRecord
+from ._choose import state_terms
 from ._plan import QueryPlan
 from ._validity import validity_terms
 
@@ -152,7 +154,8 @@ class RuleSelector:
             return []
         words = [tokens(c.record.memory) for c in candidates]
         rel = np.asarray(relevance(plan, candidates, words), dtype=np.float64)
-        rel += np.asarray(validity_terms(query, candidates, plan.state), dtype=np.float64)
+        validity = validity_terms(query, candidates, plan.state)
+        rel += np.asarray(state_terms(plan.state, candidates, validity), dtype=np.float64)
         sim, cosine = similarity_matrix(candidates, words)
         duplicate = self.duplicate_sim if cosine else self.duplicate_jaccard
         # Ties are broken by id so the same input always gives the same output: candidates are

@@ -34,15 +34,16 @@ def asked_kinds(query: str, vector: np.ndarray, space: AttributeSpace) -> frozen
 def with_affinity(index: VectorIndex, user_id: str, plan: QueryPlan, query_vector: np.ndarray,
                   candidates: list[Candidate], space: AttributeSpace, embedder: Embedder | None = None
                   ) -> list[Candidate]:
-    """``candidates``, each with its ``affinity`` to the asked kinds (unchanged when the question names
-    no attribute kind).
+    """``candidates``, each with its ``affinity`` to the asked kinds (none when the question names no
+    attribute kind) and, with ``embedder``, the person's own statements with their ``topicality`` (their
+    turn's cosine to the question, read by ``_choose``; for any state question, attribute named or not).
 
     With ``embedder``, the affinity is its own turn's: each candidate's own line (a statement,
     ``_validity.is_statement``, by the person the question names) is embedded, in one call, and
     only that line is read against the prototypes — a stored vector is its window's, three turns whose
     cosines to the prototypes are flat. Without one, the stored vectors are read from the index (one ``retrieve``)."""
     kinds = asked_kinds(plan.query, query_vector, space)
-    if not kinds or not candidates:
+    if not candidates or (not kinds and embedder is None):
         return candidates
     if embedder is not None:
         texts = {c.record.id: line_text(c.record) for c in candidates}
@@ -52,9 +53,15 @@ def with_affinity(index: VectorIndex, user_id: str, plan: QueryPlan, query_vecto
                 and (not holders or c.record.speaker_name.lower() in holders)]
         if todo:
             lines = list(dict.fromkeys(texts[c.record.id] for c in todo))
-            table = dict(zip(lines, space.affinity(embedder.embed(lines), kinds), strict=True))
+            vectors = np.asarray(embedder.embed(lines), dtype=np.float32)
+            query = np.asarray(query_vector, dtype=np.float32)
+            units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            cosine = dict(zip(lines, units @ (query / max(float(np.linalg.norm(query)), 1e-12)), strict=True))
+            table = dict(zip(lines, space.affinity(vectors, kinds), strict=True)) if kinds else {}
             for c in todo:
-                c.affinity, c.line_affinity = float(table[texts[c.record.id]]), True
+                c.topicality = float(cosine[texts[c.record.id]])
+                if kinds:
+                    c.affinity, c.line_affinity = float(table[texts[c.record.id]]), True
         return candidates
     got = index.retrieve([c.record.id for c in candidates], user_id, with_vectors=True)
     by_id = {rec.id: vec for rec, vec in got if vec is not None}

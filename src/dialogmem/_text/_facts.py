@@ -341,7 +341,7 @@ def any_supersedes(newer: Iterable[Claim], older: Iterable[Claim]) -> bool:
 # ---------------------------------------------------------------- questions
 
 _PRESENT = re.compile(r"\b(?:now|currently|current|these\s+days|nowadays|still|any\s?more|any\s+longer|latest"
-                      r"|at\s+the\s+moment|at\s+present|today|these\s+days|most\s+recent(?:ly)?)\b", re.I)
+                      r"|at\s+the\s+moment|at\s+present|today|these\s+days|most\s+recent(?:ly)?|lately)\b", re.I)
 _PAST = re.compile(r"\b(?:before|used\s+to|use\s+to|first|previous(?:ly)?|originally|former(?:ly)?|old|earlier"
                    r"|initially|at\s+the\s+(?:start|beginning)\s+of|in\s+the\s+past"
                    r"|at\s+first|back\s+(?:then|when|in)|prior|until|originally)\b", re.I)
