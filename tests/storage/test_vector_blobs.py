@@ -135,3 +135,19 @@ def test_rounding_a_stored_vector_again_keeps_it_bit_for_bit() -> None:
     assert np.array_equal(stored_precision(np.zeros(8, np.float32)), np.zeros(8, np.float32))
     matrix = rng.standard_normal((3, 384)).astype(np.float32)  # rows rounded each with its own scale
     assert all(np.array_equal(stored_precision(matrix)[i], stored_precision(matrix[i])) for i in range(3))
+
+
+def test_a_batch_is_rounded_together_and_each_blob_is_its_vectors_own() -> None:
+    """``encode_all`` (a change set's or an import's vectors in one rounding) gives each vector the blob
+    ``encode`` gives it alone, whatever else is in the batch: None, another dimension, a zero vector, a
+    tiny one; and the rows of ``stored_precision`` of a matrix are each row's own rounding."""
+    from dialogmem._journal._vectors import encode_all
+
+    rng = np.random.default_rng(5)
+    batch = [rng.normal(size=384).astype(np.float32), None, np.zeros(384, np.float32),
+             rng.normal(size=7).astype(np.float32), (rng.normal(size=384) * 1e-40).astype(np.float32),
+             rng.normal(size=384).astype(np.float32) * 1e6]
+    assert encode_all(batch) == [encode(v) for v in batch]
+    matrix = np.stack([v for v in batch if v is not None and v.size == 384])
+    assert np.array_equal(stored_precision(matrix), np.stack([stored_precision(row) for row in matrix]))
+    assert all(np.array_equal(decode(encode(row)), stored_precision(row)) for row in matrix)

@@ -24,7 +24,7 @@ from ._dialect import Dialect
 from ._ltmqueue import queue_for_ltm, unqueue_for_ltm
 from ._rows import ID_PART, Conn, Reader, Row, SQLRows, many, parts, rows_where_in, tx_reader
 from ._schema import IndexState
-from ._vectors import decode, encode
+from ._vectors import decode, encode_all
 
 #: record fields a ``memories`` row keeps in columns of their own, so its payload leaves them out
 #: (~100 bytes a row); reading puts them back (a row written before holds them in both, equal)
@@ -233,9 +233,11 @@ def write_memories(db: Conn, d: Dialect, user_id: str, writes: Sequence[MemoryWr
             raise StoreError(f"memory id {mid} is taken by another user")
     final = {w.record.id: w.record.memory for w in writes}  # the text each row holds after this batch
     _keep_added_texts(db, d, user_id, final, list(held))
+    blobs = encode_all([vectors.get(w.record.id) for w in writes])
     many(db, _UPSERT.format(p=d.mark, nine=d.marks(9)), [
         (r.id, user_id, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
-         _payload(r), encode(vectors.get(r.id)), int(IndexState.UPSERT), now) for r in (w.record for w in writes)])
+         _payload(r), blob, int(IndexState.UPSERT), now)
+        for r, blob in zip((w.record for w in writes), blobs, strict=True)])
     insert_histories(db, d, user_id, [HistoryEntry(
         memory_id=w.record.id, event=w.event, old_memory=w.old.memory if w.old is not None else None,
         new_memory=w.record.memory, timestamp=now, actor=w.actor, previous=w.old) for w in writes], same_text=final)
@@ -280,9 +282,10 @@ def import_memories(db: Conn, d: Dialect, user_id: str,
              "float_time_stamp, version, payload, vector, access_count, last_accessed, index_state, index_error, "
              f"updated_at) VALUES ({d.marks(14)}, NULL, {d.mark})",
          [(r.id, user_id, status, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
-           _payload(r), encode(vector), r.access_count, r.last_accessed,
+           _payload(r), blob, r.access_count, r.last_accessed,
            int(IndexState.UPSERT if status == "active" else IndexState.SYNCED),  # new ids: nothing to remove
-           now) for r, status, vector in fresh.values()])
+           now) for (r, status, _), blob in zip(fresh.values(), encode_all([v for _, _, v in fresh.values()]),
+                                                 strict=True)])
     return len(fresh)
 
 
@@ -352,10 +355,14 @@ def _payload(record: MemoryRecord) -> str:
     (``_SAME_AS``), and ``memory_row`` reads them back from the one they repeat."""
     skip = {"access_count", "last_accessed", *COLUMN_FIELDS}
     skip.update(name for name, source in _SAME_AS.items() if getattr(record, name) == getattr(record, source))
-    data = record.model_dump(mode="json", exclude_defaults=True, exclude=skip)
-    if record.compressed_memory and record.compressed_memory == record.original_memory:
-        data["compressed_memory"] = True  # a text of a rule memory (~a third of its payload): kept once
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    once = bool(record.compressed_memory) and record.compressed_memory == record.original_memory
+    if once:
+        skip.add("compressed_memory")
+    text = record.model_dump_json(exclude_defaults=True, exclude=skip)
+    if not once:
+        return text
+    # a text of a rule memory (~a third of its payload) kept once
+    return text[:-1] + (',' if text != "{}" else "") + '"compressed_memory":true}'
 
 
 #: a field -> the field it usually equals; a payload leaves the first out where they are equal, and a

@@ -20,6 +20,8 @@ is a multiple of four, the other two are 2 mod 4 long and start with their own t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 HALF_TAG = b"h2"  # float16 blobs of an earlier version (length 2 + 2 * dim)
@@ -28,24 +30,20 @@ _HEAD = 6  # components, the pad
 _SCALE_MASK = np.uint32(0xFFFFF000)  # a float32 scale keeps 12 significant bits (11 stored and the implicit one)
 
 
-def _scale(v: np.ndarray) -> np.float32:
-    """The scale of ``v``: its largest magnitude over 127, rounded up to 12 significant bits (so a
-    component times it is exact in float32, and a rounded vector's scale is its own)."""
-    top = float(np.max(np.abs(v))) if v.size else 0.0
-    if top == 0.0:
-        return np.float32(0.0)
-    raw = np.array([top / 127.0], dtype=np.float32)
-    bits = raw.view(np.uint32)
-    up = (bits + np.uint32(0xFFF)) & _SCALE_MASK  # round the mantissa up: top / scale stays <= 127
-    return np.float32(up.view(np.float32)[0])
-
-
-def _quantize(v: np.ndarray) -> tuple[np.float32, np.ndarray]:
-    scale = _scale(v)
-    if scale == 0.0:
-        return scale, np.zeros(v.shape, dtype=np.int8)
-    q = np.clip(np.rint(v.astype(np.float64) / float(scale)), -127, 127).astype(np.int8)
-    return scale, q
+def _quantize(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of ``m`` (n, dim) as int8 components and one float32 scale: its largest magnitude over
+    127, rounded up to 12 significant bits (so a component times it is exact in float32, and a rounded
+    vector's scale is its own); all rows at once (an import rounds thousands)."""
+    if m.shape[1] == 0:
+        return np.zeros(len(m), dtype=np.float32), np.zeros(m.shape, dtype=np.int8)
+    top = np.max(np.abs(m), axis=1)
+    raw = (top.astype(np.float64) / 127.0).astype(np.float32)
+    up = ((raw.view(np.uint32) + np.uint32(0xFFF)) & _SCALE_MASK).view(np.float32)  # round the mantissa up
+    scales = np.where(top == 0.0, np.float32(0.0), up).astype(np.float32)
+    divisor = np.where(scales == 0.0, 1.0, scales.astype(np.float64))
+    q = np.clip(np.rint(m.astype(np.float64) / divisor[:, None]), -127, 127).astype(np.int8)
+    q[scales == 0.0] = 0
+    return scales, q
 
 
 def _dequantize(scale: np.float32, q: np.ndarray) -> np.ndarray:
@@ -56,18 +54,33 @@ def stored_precision(vector: np.ndarray) -> np.ndarray:
     """``vector`` (float32) as the journal keeps it: the values its blob decodes to (rows of a
     vector matrix each with its own scale)."""
     v = np.asarray(vector, dtype=np.float32)
-    if v.ndim == 1:
-        return _dequantize(*_quantize(v))
-    return np.stack([_dequantize(*_quantize(row)) for row in v.reshape(-1, v.shape[-1])]).reshape(v.shape)
+    rows = v.reshape(-1, v.shape[-1])
+    scales, q = _quantize(rows)
+    return (q.astype(np.float32) * scales[:, None]).reshape(v.shape)
 
 
 def encode(vector: np.ndarray | None) -> bytes | None:
     """The blob of ``vector`` (None stays None)."""
-    if vector is None:
-        return None
-    scale, q = _quantize(np.asarray(vector, dtype=np.float32).reshape(-1))
-    pad = (2 - _HEAD - q.size) % 4
-    return TAG + str(pad).encode() + np.array([scale], dtype="<f4").tobytes() + q.tobytes() + bytes(pad)
+    return encode_all([vector])[0]
+
+
+def encode_all(vectors: Sequence[np.ndarray | None]) -> list[bytes | None]:
+    """The blob of each vector (None stays None), the vectors of one dimension rounded together (a
+    change set's or an import batch's: one ``_quantize`` instead of one a vector)."""
+    out: list[bytes | None] = [None] * len(vectors)
+    by_dim: dict[int, list[int]] = {}
+    flat: dict[int, np.ndarray] = {}
+    for i, v in enumerate(vectors):
+        if v is not None:
+            flat[i] = np.asarray(v, dtype=np.float32).reshape(-1)
+            by_dim.setdefault(flat[i].size, []).append(i)
+    for dim, where in by_dim.items():
+        scales, q = _quantize(np.stack([flat[i] for i in where]) if dim else np.zeros((len(where), 0), np.float32))
+        pad = (2 - _HEAD - dim) % 4
+        head, tail = TAG + str(pad).encode(), bytes(pad)
+        for row, i in enumerate(where):
+            out[i] = head + scales[row:row + 1].astype("<f4").tobytes() + q[row].tobytes() + tail
+    return out
 
 
 def decode(blob: bytes | None) -> np.ndarray | None:
