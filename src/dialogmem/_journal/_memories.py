@@ -114,8 +114,7 @@ class MemorySQL(SQLRows):
         return [r[0] for r in rows]
 
     def history(self, memory_id: str, user_id: str) -> list[HistoryEntry]:
-        d = self.dialect
-        p = d.mark
+        p = self.dialect.mark
         rows = self._query(
             "SELECT memory_id, event, old_memory, new_memory, timestamp, actor, old_record FROM history "
             f"WHERE user_id={p} AND memory_id={p} ORDER BY seq", (user_id, memory_id))
@@ -227,12 +226,14 @@ def write_memories(db: Conn, d: Dialect, user_id: str, writes: Sequence[MemoryWr
     for w in writes:
         if w.record.user_id != user_id:
             raise StoreError(f"memory {w.record.id} belongs to another change set's user")
-    held = held_owners(db, d, [w.record.id for w in writes])
-    for mid, owner in held.items():
+    # one read of the rows held: their owners, and their texts for ``_keep_added_texts``
+    held = rows_where_in(tx_reader(db), d, "SELECT id, user_id, payload FROM memories WHERE", "id",
+                         [w.record.id for w in writes])
+    for mid, owner, _ in held:
         if owner != user_id:
             raise StoreError(f"memory id {mid} is taken by another user")
     final = {w.record.id: w.record.memory for w in writes}  # the text each row holds after this batch
-    _keep_added_texts(db, d, user_id, final, list(held))
+    _keep_added_texts(db, d, user_id, final, [(r[0], r[2]) for r in held])
     blobs = encode_all([vectors.get(w.record.id) for w in writes])
     many(db, _UPSERT.format(p=d.mark, nine=d.marks(9)), [
         (r.id, user_id, r.tier, r.agent_id, r.session_id, r.speaker_name, r.float_time_stamp, r.version,
@@ -314,15 +315,12 @@ def insert_histories(db: Conn, d: Dialect, user_id: str, entries: Sequence[Histo
              f"old_record) VALUES ({d.marks(8)})", rows)
 
 
-def _keep_added_texts(db: Conn, d: Dialect, user_id: str, final: Mapping[str, str], held: Sequence[str]) -> None:
-    """Before the rows of ``held`` get the texts of ``final``: an ADD history row that refers to its
-    memory's text gets that text written in, where the text is about to change."""
-    if not held:
-        return
-    rows = rows_where_in(tx_reader(db), d, f"SELECT id, payload FROM memories WHERE user_id={d.mark} AND", "id",
-                         held, [user_id])
+def _keep_added_texts(db: Conn, d: Dialect, user_id: str, final: Mapping[str, str],
+                      held: Sequence[tuple[str, str]]) -> None:
+    """Before the held rows ((id, payload), the user's) get the texts of ``final``: an ADD history row
+    that refers to its memory's text gets that text written in, where the text is about to change."""
     changed = []
-    for mid, payload in ((r[0], r[1]) for r in rows):
+    for mid, payload in held:
         try:  # parsed as reads parse it (SQL's JSON functions refuse what Python's json reads, e.g. NaN)
             text = json.loads(payload).get("memory")
         except (ValueError, AttributeError):  # a payload no version can read: no first text left to keep

@@ -46,8 +46,9 @@ def _quantize(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return scales, q
 
 
-def _dequantize(scale: np.float32, q: np.ndarray) -> np.ndarray:
-    return q.astype(np.float32) * np.float32(scale)
+def _dequantize(scale: np.ndarray | np.float32, q: np.ndarray) -> np.ndarray:
+    """The float32 values of ``q`` (int8) times ``scale`` (a vector's, or a column of rows' scales)."""
+    return q.astype(np.float32) * np.asarray(scale, dtype=np.float32)
 
 
 def stored_precision(vector: np.ndarray) -> np.ndarray:
@@ -56,7 +57,7 @@ def stored_precision(vector: np.ndarray) -> np.ndarray:
     v = np.asarray(vector, dtype=np.float32)
     rows = v.reshape(-1, v.shape[-1])
     scales, q = _quantize(rows)
-    return (q.astype(np.float32) * scales[:, None]).reshape(v.shape)
+    return _dequantize(scales[:, None], q).reshape(v.shape)
 
 
 def encode(vector: np.ndarray | None) -> bytes | None:
