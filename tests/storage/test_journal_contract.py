@@ -271,6 +271,34 @@ def test_an_add_row_refers_to_its_memorys_text_and_reads_as_before(opener: Opene
     assert added["history"] == 0 and len(j.history(other.id, "u")) == 3  # ADD, UPDATE, DELETE
 
 
+def test_histories_of_many_memories_in_two_reads(opener: Opener) -> None:
+    """An export reads a page of memories' histories at once: the same entries as ``history`` one
+    memory at a time (ADD rows that refer to the memory's text included), this user's only, in two
+    statements whatever the number of memories (before: one or two a memory)."""
+    j = opener()
+    recs = [_record(i) for i in range(1, 8)]
+    _add(j, *recs)
+    edited = recs[0].model_copy(update={"memory": "memory 1, edited", "version": 2})
+    j.commit(ChangeSet("u", writes=[MemoryWrite(edited, Event.UPDATE, "user", old=recs[0])]), {})
+    j.commit(ChangeSet("u", removals=[MemoryRemoval(recs[1], "user")]), {})
+    _add(j, _record(9, user="v"))
+    ids = [r.id for r in recs] + [_record(9).id, "no-such-memory"]
+    one_by_one = {i: h for i in ids if (h := j.history(i, "u"))}
+    statements: list[str] = []
+    query = j._query  # type: ignore[attr-defined]
+
+    def counted(sql: str, params: object = ()) -> object:
+        statements.append(sql)
+        return query(sql, params)
+
+    j._query = counted  # type: ignore[attr-defined]
+    together = j.histories("u", ids)
+    assert together == one_by_one and len(together) == 7 and len(statements) == 2
+    assert [h.event for h in together[recs[0].id]] == [Event.ADD, Event.UPDATE]
+    assert together[recs[2].id][0].new_memory == "memory 3"  # an ADD= row reads its memory's text
+    assert j.histories("v", [r.id for r in recs]) == {} and j.histories("u", []) == {}
+
+
 def test_add_rows_of_an_older_store_read_as_they_were(opener: Opener) -> None:
     j = opener()
     rec = _record(1)

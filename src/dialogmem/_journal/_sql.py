@@ -173,7 +173,7 @@ class SQLJournal(TurnSQL, MemorySQL, GraphSQL, LTMQueueSQL, KeySQL):
                 if t.id not in held_turns:
                     first.setdefault(t.id, (t, int(turn_status), error))
             status = {tid: (code, error) for tid, (_, code, error) in first.items()}
-            fresh = insert_turns(db, d, [t for t, _, _ in first.values()], now)
+            fresh = insert_turns(db, d, [t for t, _, _ in first.values()], now, unheld=True)
             many(db, f"UPDATE turns SET processed={p}, error={p} WHERE user_id={p} AND id={p}",
                  [(*status[t.id], user_id, t.id) for t in fresh])
             added["turns"] = len(fresh)

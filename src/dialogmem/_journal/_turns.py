@@ -125,12 +125,13 @@ class TurnSQL(SQLRows):
         return changed
 
 
-def insert_turns(db: Conn, d: Dialect, turns: Sequence[Turn], now: float) -> list[Turn]:
+def insert_turns(db: Conn, d: Dialect, turns: Sequence[Turn], now: float, *, unheld: bool = False) -> list[Turn]:
     """Journal ``turns`` (inside the caller's transaction) in a few statements; a turn already there
     (or earlier in ``turns``) with the same content is a retry and is skipped, with other content an
-    ``InputError``. Returns the turns written."""
+    ``InputError``. ``unheld``: the caller has just read, in this transaction, that the journal holds
+    none of them (no second read). Returns the turns written."""
     held: dict[tuple[str, str], str] = {}
-    for user_id in dict.fromkeys(t.user_id for t in turns):
+    for user_id in () if unheld else dict.fromkeys(t.user_id for t in turns):
         ids = [t.id for t in turns if t.user_id == user_id]
         held.update(((user_id, r[0]), r[1]) for r in rows_where_in(
             tx_reader(db), d, f"SELECT id, content FROM turns WHERE user_id={d.mark} AND", "id", ids, [user_id]))

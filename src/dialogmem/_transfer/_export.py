@@ -70,11 +70,13 @@ class Exporter:
         for memory_status in _STATUSES:
             last: str | None = None
             while page_m := j.memories(user_id, statuses=(memory_status,), after_id=last, limit=PAGE):
-                vecs = j.vectors(user_id, [r.id for r in page_m]) if vectors else {}
+                ids = [r.id for r in page_m]
+                vecs = j.vectors(user_id, ids) if vectors else {}
+                histories = j.histories(user_id, ids)
                 for r in page_m:
                     v = vecs.get(r.id)
                     yield MemoryLine(record=r, status=memory_status, vector=encode_vector(v) if v is not None else None)
-                    for entry in j.history(r.id, user_id):
+                    for entry in histories.get(r.id, ()):
                         yield HistoryLine(user_id=user_id, entry=entry)
                 last = page_m[-1].id
 
