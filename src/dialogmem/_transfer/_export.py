@@ -72,7 +72,7 @@ class Exporter:
             while page_m := j.memories(user_id, statuses=(memory_status,), after_id=last, limit=PAGE):
                 ids = [r.id for r in page_m]
                 vecs = j.vectors(user_id, ids) if vectors else {}
-                histories = j.histories(user_id, ids)
+                histories = self.journal.histories(user_id, ids)
                 for r in page_m:
                     v = vecs.get(r.id)
                     yield MemoryLine(record=r, status=memory_status, vector=encode_vector(v) if v is not None else None)
