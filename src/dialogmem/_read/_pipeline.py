@@ -25,7 +25,7 @@ from ._attributes import AttributeSpace
 from ._plan import Planner, QueryPlan
 from ._retrieve import active_filters, attach_vectors, embed_views, search_views
 from ._select import Selector
-from ._state import with_affinity
+from ._state import implied_state, with_affinity
 
 #: the smallest K whose 2K candidates a present- or past-state question is selected from (40, was 20: the
 #: newest statement is often small-talk-like and ranks low on words and vector alike; on the first changes
@@ -38,6 +38,9 @@ STATE_POOL_PLAIN_K = 20
 #: read a state question's candidates' own turns against the attribute prototypes (each embedded), not
 #: their stored window vectors
 LINE_AFFINITY = True
+#: a question that says no "now" or "before" is a state question when its grammar says so (present tense
+#: about a mutable attribute of a person, or past tense with a time: ``_state.implied_state``)
+IMPLIED_STATE = True
 
 
 class ReadResult(BaseModel):
@@ -98,6 +101,7 @@ class ReadPipeline:
         self.dense_weight = dense_weight  # convex fusion's weight; None: RRF
         self._attributes: AttributeSpace | None = None  # the attribute prototypes, embedded on first use
         self.line_affinity = LINE_AFFINITY
+        self.implied_state = IMPLIED_STATE
 
     def attributes(self) -> AttributeSpace:
         """The attribute prototypes' vectors for this pipeline's embedder, embedded once."""
@@ -117,6 +121,8 @@ class ReadPipeline:
         k = limit if limit is not None else plan.k
         t_plan = time.perf_counter()
         vectors = embed_views(self.embedder, plan)
+        if self.implied_state and plan.state is None and len(vectors):
+            plan = implied_state(plan, vectors[0], self.attributes())
         t_embed = time.perf_counter()
         # a question about a changing fact looks wider: the newest statement may rank low on words alone
         pool = max(k, STATE_POOL_K if question_kinds(plan.query) else STATE_POOL_PLAIN_K) if plan.state else k
