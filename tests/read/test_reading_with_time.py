@@ -198,3 +198,11 @@ def test_a_state_question_is_selected_from_a_wider_pool(make_memory: Any) -> Non
     assert pipeline.search("What did Kai say about biscuits?", USER, limit=10).candidates <= 20
     # "before" without an attribute: no attribute's history is read, the pool stays 2 x 20
     assert 20 < pipeline.search("What did Kai say before the biscuits?", USER, limit=10).candidates <= 40
+
+
+def test_a_present_question_without_a_cue_word_gets_the_newest_statement_first(make_memory: Any) -> None:
+    """Without the grammar this question was an ordinary one and its first hit was the old MacBook (its words
+    are the question's); read as a present-state question, Kai's newest statement comes first."""
+    mem = make_memory()
+    ids = _chat(mem)
+    assert _first_own(mem, "What computer does Kai use?") == ids[CHAT[6][1]]

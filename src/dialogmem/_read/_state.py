@@ -19,6 +19,7 @@ import numpy as np
 
 from .._models._embed_base import Embedder
 from .._store._base import VectorIndex
+from .._text._calendar import MONTHS, WEEKDAYS
 from .._text._facts import State, change_words, question_holders, question_kinds, question_tense, says_season
 from ._attributes import AttributeSpace
 from ._plan import QueryPlan
@@ -34,7 +35,7 @@ def asked_kinds(query: str, vector: np.ndarray, space: AttributeSpace) -> frozen
 def implied_state(plan: QueryPlan, vector: np.ndarray, space: AttributeSpace) -> QueryPlan:
     """``plan`` as a present- or past-state question when it says so by its grammar, not by a cue word
     ("What does Ana drive?", "Which phone did Lee have in the summer?"): it names a person (a known speaker,
-    else a capitalised name), asks about a mutable attribute (its words', else its vector's clear best,
+    else a capitalised name that is no month or weekday), asks about a mutable attribute (its words', else its vector's clear best,
     ``asked_kinds``), and is
 
     * in the present tense (``question_tense``): present;
@@ -51,7 +52,8 @@ def implied_state(plan: QueryPlan, vector: np.ndarray, space: AttributeSpace) ->
     elif tense == "past" and (plan.time_phrases or says_season(plan.query)) \
             and not plan.query.lstrip().lower().startswith("when"):
         state = "past"
-    if state is None or not (plan.speakers or question_holders(plan.query)):
+    named = plan.speakers or [n for n in question_holders(plan.query) if n not in MONTHS and n not in WEEKDAYS]
+    if state is None or not named:
         return plan
     if not asked_kinds(plan.query, vector, space):
         return plan
