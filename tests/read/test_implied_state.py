@@ -7,6 +7,7 @@ stays an ordinary question."""
 from __future__ import annotations
 
 from datetime import datetime
+
 import pytest
 
 from dialogmem._models._embed import LocalEmbedder
