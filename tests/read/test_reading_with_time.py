@@ -198,3 +198,29 @@ def test_a_state_question_is_selected_from_a_wider_pool(make_memory: Any) -> Non
     assert pipeline.search("What did Kai say about biscuits?", USER, limit=10).candidates <= 20
     # "before" without an attribute: no attribute's history is read, the pool stays 2 x 20
     assert 20 < pipeline.search("What did Kai say before the biscuits?", USER, limit=10).candidates <= 40
+
+
+
+MOVE = [
+    ("Kai", "I live in a small flat in Denver, close to the park.", "2023-01-14T19:00:00"),
+    ("Lee", "Sounds lovely.", "2023-01-14T19:01:00"),
+    ("Kai", "We had a long walk along the river on Sunday.", "2023-03-02T18:00:00"),
+    ("Lee", "The weather was lovely for it.", "2023-03-02T18:01:00"),
+    ("Kai", "I moved to Seattle last weekend, the boxes are everywhere.", "2023-06-20T20:00:00"),
+    ("Lee", "Big change!", "2023-06-20T20:01:00"),
+]
+
+
+def test_a_question_without_a_cue_word_is_a_state_question_once_a_change_was_found(make_memory: Any) -> None:
+    """"Where does Kai live?" says no "now": read by its grammar it is a present-state question, but only once
+    sleep found a change of Kai's among its candidates (here by the rule updater, ``supersede_rules``); before
+    that it stays an ordinary question (on LoCoMo, present-tense questions are mostly about facts that never
+    changed)."""
+    mem = make_memory(sleep={"supersede_rules": True})
+    ids = _chat(mem, MOVE)
+    pipeline = mem._parts.search.pipeline
+    question = "Where does Kai live?"
+    assert pipeline.search(question, USER, limit=5, known_speakers=["Kai", "Lee"]).plan.state is None
+    mem.sleep(USER)
+    assert pipeline.search(question, USER, limit=5, known_speakers=["Kai", "Lee"]).plan.state == "present"
+    assert _first_own(mem, question) == ids[MOVE[4][1]]

@@ -15,11 +15,15 @@ evidence that the 2K candidates lacked, so it is not run.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._models._embed_base import Embedder
 from .._store._base import VectorIndex
-from .._text._facts import question_holders, question_kinds
+from .._text._calendar import MONTHS, WEEKDAYS
+from .._text._facts import State, change_words, question_holders, question_kinds, question_tense, says_season
+from .._types import ScoredRecord
 from ._attributes import AttributeSpace
 from ._plan import QueryPlan
 from ._retrieve import Candidate
@@ -29,6 +33,41 @@ from ._validity import is_statement, line_text
 def asked_kinds(query: str, vector: np.ndarray, space: AttributeSpace) -> frozenset[str]:
     """The attribute kinds a question asks about: its words', else its vector's clear best."""
     return question_kinds(query) or space.query_kinds(vector)
+
+
+def implied_state(plan: QueryPlan, vector: np.ndarray, space: AttributeSpace) -> QueryPlan:
+    """``plan`` as a present- or past-state question when it says so by its grammar, not by a cue word
+    ("What does Ana drive?", "Which phone did Lee have in the summer?"): it names a person (a known speaker,
+    else a capitalised name that is no month or weekday), asks about a mutable attribute (its words', else
+    its vector's clear best, ``asked_kinds``), and is
+
+    * in the present tense (``question_tense``): present;
+    * in the past tense with a time (a date window, or a season) and not a "when" question (that one asks
+      when something happened, not what was true): past.
+
+    A plan that says its state in words, or neither of these, is returned as it is."""
+    if plan.state is not None:
+        return plan
+    tense = question_tense(plan.query)
+    state: State | None = None
+    if tense == "present":
+        state = "present"
+    elif tense == "past" and (plan.time_phrases or says_season(plan.query)) \
+            and not plan.query.lstrip().lower().startswith("when"):
+        state = "past"
+    named = plan.speakers or [n for n in question_holders(plan.query) if n not in MONTHS and n not in WEEKDAYS]
+    if state is None or not named:
+        return plan
+    if not asked_kinds(plan.query, vector, space):
+        return plan
+    return plan.model_copy(update={"state": state, "expansions": change_words(plan.query, state)})
+
+
+def shows_change(plan: QueryPlan, candidates: Sequence[ScoredRecord]) -> bool:
+    """Whether a memory among ``candidates`` of the person the question names was superseded at sleep time
+    (a change of theirs was found): what makes a question a state question by its grammar alone."""
+    named = {n.lower() for n in plan.speakers} or set(question_holders(plan.query))
+    return any(not c.record.is_current and c.record.speaker_name.lower() in named for c in candidates)
 
 
 def with_affinity(index: VectorIndex, user_id: str, plan: QueryPlan, query_vector: np.ndarray,

@@ -349,6 +349,34 @@ _PRESENT_TENSE = re.compile(r"^(?:where|what|who|which|how)\s+(?:does|do|is|are|
                             re.I)
 
 
+#: the tense a question is asked in, from its grammar alone: its first auxiliary ("does", "is" / "did",
+#: "was"), a wh-word contracted with "is" ("what's"), else the verb after the wh-word and at most one word
+#: ("which animal lives", "who trains"; "which doctor looked" is past). "has"/"have" (the perfect asks
+#: about a history), "can" and "will" say no tense of a state.
+_AUX = re.compile(r"\b(?:(?P<present>do|does|is|are|am)|(?P<past>did|was|were|used))\b"
+                  r"|^(?:what|who|where|which|how|when)(?P<contracted>'s|’s)\b", re.I)
+_WH_VERB = re.compile(r"^(?:who|what|which)(?:\s+\w+)?\s+(?:(?P<now>[a-z]{3,}(?<![su])s)|[a-z]{2,}ed)\b", re.I)
+_PERFECT = re.compile(r"\b(?:has|have|had)\b", re.I)
+#: a season as a time ("in the summer"): the time window parser gives seasons no dates
+_SEASON = re.compile(r"\b(?:in|over|during|through(?:out)?)\s+the\s+(?:spring|summer|autumn|fall|winter)\b", re.I)
+
+
+def question_tense(query: str) -> State | None:
+    """"present" or "past": the tense of a question's verb (see ``_AUX``); ``None`` when it has none of
+    those ("What has Ana painted?", "Where will they live?")."""
+    q = query.strip()
+    m = _AUX.search(q)
+    if m is not None:
+        return "past" if m.group("past") else "present"
+    m = None if _PERFECT.search(q) else _WH_VERB.match(q)  # "what books has ...": "books" is no verb
+    return None if m is None else "present" if m.group("now") else "past"
+
+
+def says_season(query: str) -> bool:
+    """Whether a question names a season as its time ("in the spring", "over the summer")."""
+    return _SEASON.search(query) is not None
+
+
 def question_state(query: str, *, explicit: bool = False) -> State | None:
     """"present" for a question about how things are now, "past" for one about how they were,
     ``None`` when it says neither (or is not about a mutable attribute). ``explicit``: only a
