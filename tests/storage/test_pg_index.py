@@ -398,3 +398,67 @@ def test_bm25_sums_a_small_scope_without_trying_the_bound(
                                        pg._bm25.query(query), 10, False)
         steps = _ran(pg, plan)
         assert "CTE sc" in steps and "CTE head" not in steps, steps
+
+
+def _visibility(url: str, schema: str) -> dict[str, tuple[int, int, float]]:
+    """(pages all-visible, pages, tuples) of the index's tables, as VACUUM and ANALYZE leave them in pg_class."""
+    rows = _rows(url, schema, "SELECT relname, relallvisible, relpages, reltuples FROM pg_class "
+                 "WHERE relnamespace = current_schema()::regnamespace AND relname IN ('ix_points', 'ix_terms')")
+    return {r[0]: (int(r[1]), int(r[2]), float(r[3])) for r in rows}
+
+
+def test_a_bulk_write_leaves_the_tables_vacuumed_and_analyzed(pgvector_url: str, pgvector_schema: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write of ``VACUUM_AFTER`` points or more, once committed, is followed by ``VACUUM (ANALYZE)``:
+    every page of the points and term rows is marked all-visible (an index-only scan of the term rows
+    reads no heap) and the planner's row counts are the tables' own; a small write leaves that to
+    autovacuum. A rebuild (``rebuilding``: one transaction) vacuums after its commit."""
+    monkeypatch.setattr(pg_module, "VACUUM_AFTER", 100)
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=50)
+    try:
+        _put([pg], [_record("u1", f"apple note {i}") for i in range(10)], seed=1)
+        assert all(v[0] == 0 for v in _visibility(pgvector_url, pgvector_schema).values())
+        records = [_record("u1", f"pear note number {i}") for i in range(150)]
+        _put([pg], records, seed=2)
+        seen = _visibility(pgvector_url, pgvector_schema)
+        assert seen["ix_points"][0] == seen["ix_points"][1] > 0 and seen["ix_points"][2] == 160
+        assert seen["ix_terms"][0] == seen["ix_terms"][1] > 0 and seen["ix_terms"][2] == 10 * 3 + 150 * 4
+        with pg.rebuilding():
+            pg.reset()
+            pg.upsert([IndexPoint(record=r, vector=v) for r, v in zip(records, _unit(np.random.default_rng(3), 150),
+                                                                        strict=True)])
+        seen = _visibility(pgvector_url, pgvector_schema)
+        assert seen["ix_points"][0] == seen["ix_points"][1] > 0 and seen["ix_points"][2] == 150
+        assert len(pg.lexical_search("u1", "pear number", limit=5)) == 5
+    finally:
+        pg.close()
+
+
+def test_a_speaker_filter_reads_the_speakers_rows_through_their_index(
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graphed scope searched for a speaker who said little: the count that picks the exact ranking of
+    the few rows, and that ranking, read the speaker's rows through ``ix_points_speaker`` (not every row of
+    the scope through the user index); hits and scores are Edge's."""
+    monkeypatch.setattr(pg_module, "VACUUM_AFTER", 100)  # analysed: the planner knows the speaker is rare
+    edge, pg = pair
+    pg.exact_max = 50
+    words = ["garden", "roses", "tulips", "shed", "violin", "lesson", "beach", "trip"]
+    records = [_record("big", f"{words[i % 8]} {words[(i * 3) % 8]} note {i}",
+                       speaker_name="Ana" if i % 200 == 0 else "Bo") for i in range(2000)]
+    vecs = _put([edge, pg], records, seed=7)
+    flt = IndexFilter(speakers=["Ana"])
+    spec = scope("big", flt)
+    q = _unit(np.random.default_rng(8), 1)[0]
+    ana = [i for i, r in enumerate(records) if r.speaker_name == "Ana"]
+    truth = [records[i].id for i in sorted(ana, key=lambda i: -float(vecs[i] @ q))[:5]]
+    assert [h.record.id for h in pg.dense_search("big", q, limit=5, flt=flt)] == truth
+    want, got = (x.lexical_search("big", "garden roses", limit=5, flt=flt) for x in (edge, pg))
+    assert len(got) == 5 and [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-4)
+    cut = want[-1].score + 1e-4  # the texts repeat: ties at the cut go either way
+    assert {h.record.id for h in got if h.score > cut} == {h.record.id for h in want if h.score > cut}
+    assert all(h.record.speaker_name == "Ana" for h in got)
+    for plan in (pg_module._lexical_plan(spec, pg._bm25.query("garden roses"), 5, False),
+                 pg._dense_plan(spec, dense_list(q, DIM), 5, False)):
+        steps = _ran(pg, plan)
+        assert "ix_points_speaker" in steps and "ix_points_graph" not in steps and "CTE sc" not in steps, steps

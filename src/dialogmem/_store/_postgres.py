@@ -25,8 +25,9 @@ outbox lag for another node to miss, and nothing to replay after a crash.
   convex fusion of ``ScopedIndex`` over both lists.
 * **Filters**: the backend-neutral ``FilterSpec`` (``_filters``) spelt as SQL over plain columns.
   A filter besides the user that fewer than ``FEW_ROWS`` rows pass (a time window through
-  ``ix_points_time``, a speaker) is applied first: those rows are ranked exactly, dense and BM25,
-  instead of a walk or a term sum over the whole scope that rejects nearly all it meets.
+  ``ix_points_time``, a speaker through ``ix_points_speaker``) is applied first: those rows are
+  ranked exactly, dense and BM25, instead of a walk or a term sum over the whole scope that rejects
+  nearly all it meets.
 * **One round trip a search**: the plan (exact or HNSW) is chosen in SQL from the scope's mark, the
   walk's settings last for the pipeline's implicit transaction, vectors travel as pgvector's binary.
 """
@@ -38,6 +39,7 @@ import logging
 import re
 import struct
 import threading
+import time
 import weakref
 import zlib
 from collections import Counter
@@ -65,6 +67,12 @@ EF_SEARCH = 200
 BULK_GRAPH = 5_000
 #: the most points one upsert statement carries (a larger upsert is several, in one transaction)
 UPSERT_CHUNK = 2_000
+#: points written since the index's tables were last vacuumed that make the next moment outside a
+#: transaction run ``VACUUM (ANALYZE)`` on them: rows just bulk-written have no visibility map (an
+#: index-only scan of the term rows reads the heap too) and no statistics (the planner guesses), until
+#: autovacuum gets to them, which it did in the middle of the first searches (10^5 points: dense p50
+#: 424 ms against ~60 after it)
+VACUUM_AFTER = BULK_GRAPH
 #: the memory that build may take (the graph of 10^5 points of 384 dimensions needs ~250 MB)
 BUILD_MEMORY = "512MB"
 #: the fewest best-scored points a BM25 search joins to their rows (for its filters) before it
@@ -102,6 +110,8 @@ class PgIndex(ScopedIndex):
         self._owns_pool = owns_pool
         self.exact_max = exact_max
         self._bound = threading.local()
+        self._vacuum_lock = threading.Lock()
+        self._written = 0  # points upserted since the tables were last vacuumed (``VACUUM_AFTER``)
         self._adapted: weakref.WeakSet[Any] = weakref.WeakSet()  # connections that bind ``_Vector``
         try:
             with backend_errors("opening the postgres index"):
@@ -174,8 +184,27 @@ class PgIndex(ScopedIndex):
                         _count_terms(conn, self._bound.df)
                     finally:
                         self._bound.df = None
+                self._vacuum_if_due(conn)  # committed: the rows are there for VACUUM to see
             else:
                 yield conn
+
+    def _vacuum_if_due(self, conn: Any) -> None:
+        """``VACUUM (ANALYZE)`` of the index's tables when ``VACUUM_AFTER`` points or more were upserted
+        since the last one: on ``conn``, outside any transaction (VACUUM runs in none), once the writes
+        are committed. Deleted rows do not count: a VACUUM that removes rows from the HNSW graph
+        repairs their neighbours, which autovacuum does in the background instead of a caller waiting."""
+        with self._vacuum_lock:
+            if self._written < VACUUM_AFTER:
+                return
+            self._written = 0
+        started = time.perf_counter()
+        # VACUUM marks a page all-visible only when its rows' commits are on disk: a commit with
+        # synchronous_commit off is not for up to a few wal_writer_delay, and the check goes by groups of
+        # 32 transactions, so one asynchronous commit spoils its neighbours'. The bulk write commits
+        # synchronously (``_upsert``); ANALYZE, which commits too, runs after the VACUUM of every table
+        conn.execute("VACUUM ix_points, ix_terms, ix_df, ix_users")
+        conn.execute("ANALYZE ix_points, ix_terms, ix_df, ix_users")
+        log.info("vacuumed the postgres index after a bulk write (%.1f s)", time.perf_counter() - started)
 
     def _adapt(self, conn: Any) -> None:
         """Let ``conn`` bind ``_Vector`` values (and lists of them) as the server's binary ``vector``:
@@ -217,6 +246,9 @@ class PgIndex(ScopedIndex):
             conn.execute("CREATE INDEX IF NOT EXISTS ix_points_user ON ix_points (user_id, id)")
             # a scope's rows in a time window (the commonest filter), read without the scope's other rows
             conn.execute("CREATE INDEX IF NOT EXISTS ix_points_time ON ix_points (user_id, float_time_stamp)")
+            # a scope's rows of one speaker: a speaker filter counts (``_few``) and ranks them without
+            # reading every row of the scope (a speaker of few rows in 10^5 was a walk through all of them)
+            conn.execute("CREATE INDEX IF NOT EXISTS ix_points_speaker ON ix_points (user_id, speaker_name)")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ix_terms (point_id uuid NOT NULL REFERENCES ix_points (id) "
                 "ON DELETE CASCADE, term bigint NOT NULL, user_id text NOT NULL, weight real NOT NULL, "
@@ -288,10 +320,12 @@ class PgIndex(ScopedIndex):
         against writers, not readers. Another node's change waits for the commit and then lands in the
         rebuilt index (a refill outside it could write back a memory deleted meanwhile); searches read
         the old rows until then."""
-        with self._io("rebuild"), self._pool.connection() as conn, conn.transaction():
-            conn.execute("LOCK TABLE ix_points, ix_terms, ix_users, ix_df IN EXCLUSIVE MODE")
-            with self.bound(conn):
-                yield
+        with self._io("rebuild"), self._pool.connection() as conn:
+            with conn.transaction():
+                conn.execute("LOCK TABLE ix_points, ix_terms, ix_users, ix_df IN EXCLUSIVE MODE")
+                with self.bound(conn):
+                    yield
+            self._vacuum_if_due(conn)
 
     def reset(self) -> None:
         """Empty the index (a rebuild from the journal follows); the tables stay, and so do the
@@ -308,7 +342,12 @@ class PgIndex(ScopedIndex):
         """Four statements a chunk, in one round trip (a pipeline): the scopes' counts (and graphed
         marks), the old terms out, the points in, their terms in."""
         rows = list({pid: (pid, d, s, p) for pid, d, s, p in rows}.values())  # the last of an id wins
+        with self._vacuum_lock:
+            self._written += len(rows)  # counted before the write: one that fails costs a VACUUM at most
+            due = self._written >= VACUUM_AFTER
         with self._conn(write=True) as conn:
+            if due:  # the VACUUM to come needs this commit on disk (see ``_vacuum_if_due``)
+                conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
             # the first scope to be graphed, in a bulk write: the graph is built after the rows are in
             # (a build is ~5x faster than inserting one point at a time)
             build = len(rows) >= BULK_GRAPH and conn.execute(
@@ -465,7 +504,12 @@ class PgIndex(ScopedIndex):
         return None  # the server keeps its own disk: a full one answers an error (StoreError)
 
     def _flush(self) -> None:
-        return None  # every write is committed (with the journal's transaction) before it returns
+        """Every write is committed (with the journal's transaction) before it returns; a flush outside
+        a transaction runs the VACUUM a bulk write made due (an import's writes commit in the journal's
+        transactions, which the index cannot follow)."""
+        if getattr(self._bound, "conn", None) is None and self._written >= VACUUM_AFTER:
+            with self._pool.connection() as conn:
+                self._vacuum_if_due(conn)
 
     def _close(self) -> None:
         if self._owns_pool:  # a journal's pool is closed by the journal
@@ -653,7 +697,13 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
         "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term "
         "AND x.shard = %s) e), "
         f"{head}"
+        # every term row of the scope summed, the best K kept as the sum's hash table is read (no list of
+        # every scored point stored and read again: at 10^5 points that list was ~30k rows, a third of the time)
         f"sc AS MATERIALIZED (SELECT t.point_id, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t "
+        f"ON t.term = s.term{scope} GROUP BY t.point_id ORDER BY 2 DESC, 1 LIMIT %s), "
+        # every scored point, for the rare search whose filters reject too many of the best K (mode 2):
+        # computed only then
+        f"wide AS MATERIALIZED (SELECT t.point_id, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t "
         f"ON t.term = s.term{scope} GROUP BY t.point_id), "
         f"top AS (SELECT x.point_id, x.score FROM {scored} x ORDER BY x.score DESC, x.point_id LIMIT %s), "
         f"hit AS MATERIALIZED (SELECT {cols}, top.score FROM top JOIN ix_points p ON p.id = top.point_id "
@@ -666,13 +716,14 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
         "THEN 2 ELSE 1 END AS v) "
         "SELECT r.pid::text, r.uid, r.rec, r.score FROM ("
         "SELECT * FROM hit WHERE (SELECT v FROM mode) = 1 UNION ALL "
-        f"(SELECT {cols}, sc.score FROM sc JOIN ix_points p ON p.id = sc.point_id "
-        f"WHERE (SELECT v FROM mode) = 2 AND {where} ORDER BY sc.score DESC, p.id LIMIT %s)"
+        f"(SELECT {cols}, wide.score FROM wide JOIN ix_points p ON p.id = wide.point_id "
+        f"WHERE (SELECT v FROM mode) = 2 AND {where} ORDER BY wide.score DESC, p.id LIMIT %s)"
         f"{few_list}) r ORDER BY r.score DESC, r.pid")
     size = head_size(cands)
     args = (terms, [float(v) for v in sparse.values], _shard(user) if user is not None else -1,
             *((user, size, size, terms, HEAD_SKIP * size * len(terms), cands - 1) if user is not None else ()),
-            *([user] if user is not None else []), cands, *params, limit, *few_args, limit, cands, *params, limit,
+            *([user] if user is not None else []), cands, *([user] if user is not None else []), cands, *params,
+            limit, *few_args, limit, cands, *params, limit,
             *((terms, limit) if few else ()))
     return _Plan(sql, args, with_payload)
 
