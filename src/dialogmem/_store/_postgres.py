@@ -4,7 +4,10 @@
 change writer commits a change and its index rows in one transaction (``bound``): there is no
 outbox lag for another node to miss, and nothing to replay after a crash.
 
-* **Dense**: a ``vector(dim)`` column. A scope (user) is ranked exactly, its rows read through
+* **Dense**: a ``halfvec(dim)`` column (every index stores half-precision values, so half precision
+  holds them exactly: half the bytes of ``vector`` to read a ranking or walk the graph; a column of
+  ``vector`` from before is converted when the store opens read-write). Scores are computed in
+  float32 from the stored values and the query as given. A scope (user) is ranked exactly, its rows read through
   the ``(user_id, id)`` index, until a write takes it past ``exact_max`` points: that write marks
   it graphed (``ix_users.graphed``, for good) and puts its rows in the HNSW graph, a partial index
   over graphed rows alone, so the many small scopes cost no graph insert (~2-10 ms a point). A
@@ -123,9 +126,12 @@ class PgIndex(ScopedIndex):
 
                 with self._pool.connection() as conn:
                     self._vector_type = TypeInfo.fetch(conn, "vector")
-                if self._vector_type is None:
-                    raise StoreError("the pgvector type 'vector' is not on this connection's search_path")
+                    self._half_type = TypeInfo.fetch(conn, "halfvec")
+                if self._vector_type is None or self._half_type is None:
+                    raise StoreError("the pgvector types 'vector' and 'halfvec' are not on this connection's "
+                                     "search_path")
                 self._vector_dumper = _vector_dumper(self._vector_type.oid)
+                self._half_dumper = _vector_dumper(self._half_type.oid)
         except BaseException:
             self.close()
             raise
@@ -207,12 +213,15 @@ class PgIndex(ScopedIndex):
         log.info("vacuumed the postgres index after a bulk write (%.1f s)", time.perf_counter() - started)
 
     def _adapt(self, conn: Any) -> None:
-        """Let ``conn`` bind ``_Vector`` values (and lists of them) as the server's binary ``vector``:
-        once a connection (the pool hands the same ones out again; a closed one is forgotten)."""
+        """Let ``conn`` bind ``_Vector`` and ``_HalfVector`` values (and lists of them) as the server's
+        binary ``vector`` and ``halfvec``: once a connection (the pool hands the same ones out again; a
+        closed one is forgotten)."""
         if conn in self._adapted:
             return
         self._vector_type.register(conn)
+        self._half_type.register(conn)
         conn.adapters.register_dumper(_Vector, self._vector_dumper)
+        conn.adapters.register_dumper(_HalfVector, self._half_dumper)
         self._adapted.add(conn)
 
     def _terms_gone(self, rows: list[tuple[int, str, int]]) -> None:
@@ -235,7 +244,7 @@ class PgIndex(ScopedIndex):
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ix_points (id uuid PRIMARY KEY, user_id text NOT NULL, "
                 "speaker_name text, tier text, entities text[], session_id text, agent_id text, level text, "
-                f"float_time_stamp double precision, record text NOT NULL, dense vector({self.dim}) NOT NULL)")
+                f"float_time_stamp double precision, record text NOT NULL, dense halfvec({self.dim}) NOT NULL)")
             # a 1.5 KB vector beside a ~0.7 KB record passes PostgreSQL's 2 KB row limit: left to the
             # default, the vector went out of line (TOAST) and an exact ranking of 10^4 points read ~60k
             # buffers (99 ms); kept in the row, the record is what gets compressed
@@ -288,6 +297,9 @@ class PgIndex(ScopedIndex):
             if missing:
                 raise StoreError(f"this schema has no postgres index ({', '.join(missing)} missing) or one of an "
                                  "older version: open the store read-write once to create or convert it")
+            if _dense_type(conn) != "halfvec":
+                raise StoreError("this schema's postgres index keeps its vectors as 'vector', an older version: "
+                                 "open the store read-write once to convert it")
             self._check_dim(conn)
 
     def _check_dim(self, conn: Any) -> None:
@@ -312,7 +324,20 @@ class PgIndex(ScopedIndex):
             conn.execute("UPDATE ix_users SET graphed = true WHERE points > %s", (self.exact_max,))
             conn.execute("UPDATE ix_points p SET graphed = true FROM ix_users u "
                          "WHERE u.user_id = p.user_id AND u.graphed AND NOT p.graphed")
+        self._convert_dense(conn)
         conn.execute(_CREATE_GRAPH)
+
+    def _convert_dense(self, conn: Any) -> None:
+        """A ``vector`` column from before becomes ``halfvec`` (the values are half precision already:
+        nothing changes but their size); its graph, of the other operator class, is dropped first and
+        built again over the converted rows."""
+        if _dense_type(conn) != "vector":
+            return
+        log.warning("converting the postgres index's vectors to halfvec (the graph is built again)")
+        conn.execute("DROP INDEX IF EXISTS ix_points_graph")
+        conn.execute(f"ALTER TABLE ix_points ALTER COLUMN dense TYPE halfvec({self.dim}) "
+                     f"USING dense::halfvec({self.dim}), ALTER COLUMN dense SET STORAGE PLAIN")
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (BUILD_MEMORY,))
 
     @contextmanager
     def rebuilding(self) -> Iterator[None]:
@@ -373,7 +398,7 @@ class PgIndex(ScopedIndex):
             conn.execute(
                 _INSERT_POINTS,
                 (ids, cols[0], cols[1], cols[2], [_jsonb(v) for v in cols[3]], cols[4], cols[5], cols[6], cols[7],
-                 [_packed(p) for _, _, _, p in rows], [_Vector(d) for _, d, _, _ in rows]),
+                 [_packed(p) for _, _, _, p in rows], [_HalfVector(d) for _, d, _, _ in rows]),
                 binary=True)  # arrays of long strings: the text format escapes them char by char
             self._insert_terms(conn, [(pid, p["user_id"], s) for pid, _, s, p in rows])
         self._terms_gone(gone.fetchall())
@@ -473,13 +498,16 @@ class PgIndex(ScopedIndex):
         the graph for rows that pass. Both branches are in the statement; the choice (an init plan,
         run once) runs one of them. A search of no single scope ranks exactly."""
         where, params = _where(spec)
-        query = _Vector(dense)
-        # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly
-        exact = ("SELECT p.id AS pid, 1 - (p.dense <=> %b::vector) AS score FROM ix_points p WHERE {gate}"
-                 f"{where} ORDER BY (p.dense <=> %b::vector) + 0, p.id LIMIT %s")
+        query, half = _Vector(dense), _HalfVector(dense)
+        # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly. Rows are
+        # ranked by halfvec's own distance (a cast of each to float32 cost more than it saved), the
+        # hits' scores computed in float32 from the stored values and the query as given
+        exact = ("SELECT x.pid, 1 - (x.dense::vector <=> %b::vector) AS score FROM (SELECT p.id AS pid, p.dense "
+                 "FROM ix_points p WHERE {gate}"
+                 f"{where} ORDER BY (p.dense <=> %b::halfvec) + 0, p.id LIMIT %s) x")
         user = _user(spec)
         if user is None:
-            return exact.format(gate=""), (query, *params, query, limit)
+            return exact.format(gate=""), (query, *params, half, limit)
         graphed = "coalesce((SELECT s.graphed FROM ix_users s WHERE s.user_id = %s), false)"
         walk_args: tuple[Any, ...] = (user,)
         if _narrows(spec):  # counted only for a graphed scope (CASE runs the count's init plan on demand)
@@ -487,11 +515,12 @@ class PgIndex(ScopedIndex):
             walk_args = (user, *params, FEW_ROWS, FEW_ROWS)
         # the decision (``w``: walk the graph) is made once, in a CTE both branches' one-time filters
         # read; a graphed scope's rows are all in the graph (``p.graphed`` picks the partial index)
-        walk = ("SELECT p.id AS pid, 1 - (p.dense <=> %b::vector) AS score FROM ix_points p WHERE (SELECT w FROM g) "
-                f"AND p.graphed AND {where} ORDER BY p.dense <=> %b::vector LIMIT %s")
+        # the graph is walked by the query in half precision (its operator class's); scores are float32
+        walk = ("SELECT p.id AS pid, 1 - (p.dense::vector <=> %b::vector) AS score FROM ix_points p "
+                f"WHERE (SELECT w FROM g) AND p.graphed AND {where} ORDER BY p.dense <=> %b::halfvec LIMIT %s")
         sql = (f"WITH g AS MATERIALIZED (SELECT {graphed} AS w) "
                f"({exact.format(gate='NOT (SELECT w FROM g) AND ')}) UNION ALL ({walk})")
-        return sql, (*walk_args, query, *params, query, limit, query, *params, query, limit)
+        return sql, (*walk_args, query, *params, half, limit, query, *params, half, limit)
 
     def _dense_plan(self, spec: FilterSpec, dense: list[float], limit: int, with_payload: bool) -> _Plan:
         sql, args = self._dense_sql(spec, dense, limit)
@@ -517,7 +546,7 @@ class PgIndex(ScopedIndex):
 
 
 #: the HNSW graph, of the graphed scopes' rows
-_CREATE_GRAPH = ("CREATE INDEX IF NOT EXISTS ix_points_graph ON ix_points USING hnsw (dense vector_cosine_ops) "
+_CREATE_GRAPH = ("CREATE INDEX IF NOT EXISTS ix_points_graph ON ix_points USING hnsw (dense halfvec_cosine_ops) "
                  "WHERE graphed")
 #: points in (a new id) or replaced; a point of a graphed scope is put in the HNSW graph
 _INSERT_POINTS = (
@@ -528,7 +557,7 @@ _INSERT_POINTS = (
     "u.session_id, u.agent_id, u.level, u.fts, u.record, u.dense, "
     "coalesce((SELECT s.graphed FROM ix_users s WHERE s.user_id = u.user_id), false) "
     "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::jsonb[], %s::text[], %s::text[], "
-    "%s::text[], %s::float8[], %s::text[], %b::vector[]) AS u(id, user_id, speaker_name, tier, entities, "
+    "%s::text[], %s::float8[], %s::text[], %b::halfvec[]) AS u(id, user_id, speaker_name, tier, entities, "
     "session_id, agent_id, level, fts, record, dense) "
     "ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, speaker_name = excluded.speaker_name, "
     "tier = excluded.tier, entities = excluded.entities, session_id = excluded.session_id, "
@@ -849,9 +878,27 @@ class _Vector:
         self.data = np.asarray(values, dtype=">f4")  # float16-exact values: float32 holds them exactly
 
 
+class _HalfVector(_Vector):
+    """A dense vector bound as pgvector's binary ``halfvec`` (big-endian float16s): what the column
+    stores, and the query the graph is walked with."""
+
+    __slots__ = ()
+
+    def __init__(self, values: list[float]) -> None:
+        self.data = np.asarray(values, dtype=">f2")
+
+
+def _dense_type(conn: Any) -> str | None:
+    """The type of ``ix_points.dense``: ``halfvec``, or ``vector`` in a schema from before."""
+    row = conn.execute("SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                       "WHERE a.attrelid = 'ix_points'::regclass AND a.attname = 'dense'").fetchone()
+    return None if row is None else str(row[0])
+
+
 def _vector_dumper(oid: int) -> type:
-    """A psycopg dumper of ``_Vector`` as the server's ``vector`` type (its OID differs per database):
-    pgvector's binary input, a 16-bit size, 16 unused bits, big-endian float32s."""
+    """A psycopg dumper of ``_Vector`` or ``_HalfVector`` as the server's ``vector`` or ``halfvec``
+    (their OIDs differ per database): pgvector's binary input, a 16-bit size, 16 unused bits, the
+    big-endian values."""
     from psycopg.adapt import Dumper
     from psycopg.pq import Format
 
