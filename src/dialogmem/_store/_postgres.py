@@ -203,13 +203,19 @@ class PgIndex(ScopedIndex):
             if self._written < VACUUM_AFTER:
                 return
             self._written = 0
+        import psycopg
+
         started = time.perf_counter()
         # VACUUM marks a page all-visible only when its rows' commits are on disk: a commit with
         # synchronous_commit off is not for up to a few wal_writer_delay, and the check goes by groups of
         # 32 transactions, so one asynchronous commit spoils its neighbours'. The bulk write commits
         # synchronously (``_upsert``); ANALYZE, which commits too, runs after the VACUUM of every table
-        conn.execute("VACUUM ix_points, ix_terms, ix_df, ix_users")
-        conn.execute("ANALYZE ix_points, ix_terms, ix_df, ix_users")
+        try:
+            conn.execute("VACUUM ix_points, ix_terms, ix_df, ix_users")
+            conn.execute("ANALYZE ix_points, ix_terms, ix_df, ix_users")
+        except psycopg.Error as exc:  # the write is committed: its caller must not take it for failed
+            log.warning("the postgres index was not vacuumed after a bulk write (autovacuum will): %s", exc)
+            return
         log.info("vacuumed the postgres index after a bulk write (%.1f s)", time.perf_counter() - started)
 
     def _adapt(self, conn: Any) -> None:
