@@ -13,7 +13,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from dialogmem import MemoryRecord
+from dialogmem import MemoryRecord, StoreError
 from dialogmem._store import EdgeIndex, IndexFilter, IndexPoint, PgIndex
 from dialogmem._store import _postgres as pg_module
 from dialogmem._store._filters import scope
@@ -183,6 +183,7 @@ def test_a_schema_from_before_is_converted_when_opened(pgvector_url: str, pgvect
         conn.execute("DROP TABLE ix_df")
         conn.execute("ALTER TABLE ix_points DROP COLUMN graphed")
         conn.execute("ALTER TABLE ix_users DROP COLUMN graphed")
+        conn.execute(f"ALTER TABLE ix_points ALTER COLUMN dense TYPE vector({DIM}) USING dense::vector({DIM})")
         conn.execute("CREATE INDEX ix_points_dense ON ix_points USING hnsw (dense vector_cosine_ops)")
     pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=10)
     try:
@@ -339,6 +340,20 @@ def _ran(pg: PgIndex, plan: pg_module._Plan) -> set[str]:
             if n.get("Actual Loops", 0) > 0}
 
 
+def _rows_out(pg: PgIndex, plan: pg_module._Plan, step: str) -> int:
+    """The most rows a step of the statement (a CTE's name, or a node type) returned, by EXPLAIN ANALYZE."""
+    with pg._conn() as conn:
+        (doc,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + str(plan.sql), plan.args).fetchone()
+
+    def nodes(node: dict) -> Iterator[dict]:
+        yield node
+        for child in node.get("Plans", ()):
+            yield from nodes(child)
+
+    return max((int(n.get("Actual Rows", 0)) for n in nodes(doc[0]["Plan"])
+                if step in (n.get("Subplan Name"), n.get("Node Type"))), default=0)
+
+
 def test_a_filter_few_rows_pass_ranks_those_rows_alone(
         pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -389,6 +404,7 @@ def test_bm25_sums_a_small_scope_without_trying_the_bound(
     rng = np.random.default_rng(12)
     records = [_record("u1", _zipf_text(rng, 300, int(rng.integers(4, 20)))) for _ in range(600)]
     _put([edge, pg], records)
+    wider = 0
     for query in (_zipf_text(rng, 100, 3) for _ in range(5)):
         want, got = edge.lexical_search("u1", query, limit=10), pg.lexical_search("u1", query, limit=10)
         assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-3)
@@ -398,3 +414,134 @@ def test_bm25_sums_a_small_scope_without_trying_the_bound(
                                        pg._bm25.query(query), 10, False)
         steps = _ran(pg, plan)
         assert "CTE sc" in steps and "CTE head" not in steps, steps
+        # the sum keeps the best candidates as it is read: no list of every scored point is stored
+        scored = _rows_out(pg, plan, "Aggregate")
+        assert _rows_out(pg, plan, "CTE sc") == min(scored, pg_module.candidates(10)) > 0
+        wider += scored > pg_module.candidates(10)
+    assert wider  # some query scored more points than the candidates kept
+
+
+def _visibility(url: str, schema: str) -> dict[str, tuple[int, int, float]]:
+    """(pages all-visible, pages, tuples) of the index's tables, as VACUUM and ANALYZE leave them in pg_class."""
+    rows = _rows(url, schema, "SELECT relname, relallvisible, relpages, reltuples FROM pg_class "
+                 "WHERE relnamespace = current_schema()::regnamespace AND relname IN ('ix_points', 'ix_terms')")
+    return {r[0]: (int(r[1]), int(r[2]), float(r[3])) for r in rows}
+
+
+def test_a_bulk_write_leaves_the_tables_vacuumed_and_analyzed(pgvector_url: str, pgvector_schema: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write of ``VACUUM_AFTER`` points or more, once committed, is followed by ``VACUUM (ANALYZE)``:
+    every page of the points and term rows is marked all-visible (an index-only scan of the term rows
+    reads no heap) and the planner's row counts are the tables' own; a small write leaves that to
+    autovacuum. A rebuild (``rebuilding``: one transaction) vacuums after its commit."""
+    monkeypatch.setattr(pg_module, "VACUUM_AFTER", 100)
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=50)
+    try:
+        _put([pg], [_record("u1", f"apple note {i}") for i in range(10)], seed=1)
+        assert all(v[0] == 0 for v in _visibility(pgvector_url, pgvector_schema).values())
+        records = [_record("u1", f"pear note number {i}") for i in range(150)]
+        _put([pg], records, seed=2)
+        seen = _visibility(pgvector_url, pgvector_schema)
+        assert seen["ix_points"][0] == seen["ix_points"][1] > 0 and seen["ix_points"][2] == 160
+        assert seen["ix_terms"][0] == seen["ix_terms"][1] > 0 and seen["ix_terms"][2] == 10 * 3 + 150 * 4
+        with pg.rebuilding():
+            pg.reset()
+            pg.upsert([IndexPoint(record=r, vector=v) for r, v in zip(records, _unit(np.random.default_rng(3), 150),
+                                                                        strict=True)])
+        seen = _visibility(pgvector_url, pgvector_schema)
+        assert seen["ix_points"][0] == seen["ix_points"][1] > 0 and seen["ix_points"][2] == 150
+        assert len(pg.lexical_search("u1", "pear number", limit=5)) == 5
+    finally:
+        pg.close()
+
+
+def test_a_speaker_filter_reads_the_speakers_rows_through_their_index(
+        pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graphed scope searched for a speaker who said little: the count that picks the exact ranking of
+    the few rows, and that ranking, read the speaker's rows through ``ix_points_speaker`` (not every row of
+    the scope through the user index); hits and scores are Edge's."""
+    monkeypatch.setattr(pg_module, "VACUUM_AFTER", 100)  # analysed: the planner knows the speaker is rare
+    edge, pg = pair
+    pg.exact_max = 50
+    words = ["garden", "roses", "tulips", "shed", "violin", "lesson", "beach", "trip"]
+    records = [_record("big", f"{words[i % 8]} {words[(i * 3) % 8]} note {i}",
+                       speaker_name="Ana" if i % 200 == 0 else "Bo") for i in range(2000)]
+    vecs = _put([edge, pg], records, seed=7)
+    flt = IndexFilter(speakers=["Ana"])
+    spec = scope("big", flt)
+    q = _unit(np.random.default_rng(8), 1)[0]
+    ana = [i for i, r in enumerate(records) if r.speaker_name == "Ana"]
+    truth = [records[i].id for i in sorted(ana, key=lambda i: -float(vecs[i] @ q))[:5]]
+    assert [h.record.id for h in pg.dense_search("big", q, limit=5, flt=flt)] == truth
+    want, got = (x.lexical_search("big", "garden roses", limit=5, flt=flt) for x in (edge, pg))
+    assert len(got) == 5 and [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-4)
+    cut = want[-1].score + 1e-4  # the texts repeat: ties at the cut go either way
+    assert {h.record.id for h in got if h.score > cut} == {h.record.id for h in want if h.score > cut}
+    assert all(h.record.speaker_name == "Ana" for h in got)
+    for plan in (pg_module._lexical_plan(spec, pg._bm25.query("garden roses"), 5, False),
+                 pg._dense_plan(spec, dense_list(q, DIM), 5, False)):
+        steps = _ran(pg, plan)
+        assert "ix_points_speaker" in steps and "ix_points_graph" not in steps and "CTE sc" not in steps, steps
+
+
+def test_vectors_of_a_schema_from_before_become_halfvec(tmp_path: Path, pgvector_url: str,
+                                                         pgvector_schema: str) -> None:
+    """An index whose vectors are pgvector's ``vector`` (float32), with its graph of that operator class,
+    is converted by a read-write opening: the column becomes ``halfvec`` (the values were half precision
+    already), the graph is built again, and dense, BM25 and hybrid hits and scores are those of before
+    and Edge's. A read-only opening refuses the old schema with a clear error instead of misreading it."""
+    from psycopg_pool import ConnectionPool
+
+    edge = EdgeIndex(tmp_path / "edge", dim=DIM)
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=30)
+    try:
+        records = [_record("big" if i % 3 else "small", f"apple pear note {i} " + "x" * (i % 7)) for i in range(90)]
+        vecs = _put([edge, pg], records, seed=1)
+        queries = _unit(np.random.default_rng(4), 3)
+
+        def answers(idx: EdgeIndex | PgIndex) -> list:
+            out = []
+            for user in ("big", "small"):
+                for q in queries:
+                    out.append([(h.record.id, round(h.score, 4)) for h in idx.dense_search(user, q, limit=5)])
+                    out.append([round(h.score, 4) for h in idx.lexical_search(user, "apple note 7", limit=5)])
+                    out.append([h.record.id for h in idx.hybrid_search(user, q, "pear 11", limit=5)])
+            return out
+
+        before = answers(pg)
+    finally:
+        pg.close()
+    with psycopg.connect(pgvector_url, autocommit=True, options=f"-c search_path={pgvector_schema},public") as conn:
+        conn.execute("DROP INDEX ix_points_graph")
+        conn.execute(f"ALTER TABLE ix_points ALTER COLUMN dense TYPE vector({DIM}) USING dense::vector({DIM})")
+        conn.execute("CREATE INDEX ix_points_graph ON ix_points USING hnsw (dense vector_cosine_ops) WHERE graphed")
+    pool = ConnectionPool(pgvector_url, min_size=1, max_size=1, open=False,
+                          kwargs={"autocommit": True, "options": f"-c search_path={pgvector_schema},public"})
+    pool.open(wait=True)
+    try:
+        with pytest.raises(StoreError, match="open the store read-write once"):
+            PgIndex(pool, dim=DIM, read_only=True)
+    finally:
+        pool.close()
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=30)
+    try:
+        assert _rows(pgvector_url, pgvector_schema, "SELECT format_type(atttypid, atttypmod), attstorage FROM "
+                     "pg_attribute WHERE attrelid = 'ix_points'::regclass AND attname = 'dense'") == [
+            (f"halfvec({DIM})", "p")]
+        assert _rows(pgvector_url, pgvector_schema, "SELECT indexdef LIKE '%halfvec_cosine_ops%WHERE graphed%' "
+                     "FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'ix_points_graph'") == [
+            (True,)]
+        assert pg.count("big") == 60 and answers(pg) == before
+        got, want = answers(pg), answers(edge)
+        for mine, edges in zip(got[0::3], want[0::3], strict=True):  # dense hits and scores
+            assert [i for i, _ in mine] == [i for i, _ in edges]
+            assert [v for _, v in mine] == pytest.approx([v for _, v in edges], abs=2e-4)
+        flat = [[v for scores in out[1::3] for v in scores] for out in (got, want)]
+        assert flat[0] == pytest.approx(flat[1], abs=2e-4)  # BM25 scores
+        stored = {h[0]: h[2] for h in pg._fetch([str(r.id) for r in records[:5]], True)}
+        for r, v in zip(records[:5], vecs[:5], strict=True):
+            assert np.array_equal(stored[r.id], v.astype(np.float16).astype(np.float32))
+    finally:
+        pg.close()
+        edge.close()

@@ -4,7 +4,10 @@
 change writer commits a change and its index rows in one transaction (``bound``): there is no
 outbox lag for another node to miss, and nothing to replay after a crash.
 
-* **Dense**: a ``vector(dim)`` column. A scope (user) is ranked exactly, its rows read through
+* **Dense**: a ``halfvec(dim)`` column (every index stores half-precision values, so half precision
+  holds them exactly: half the bytes of ``vector`` to read a ranking or walk the graph; a column of
+  ``vector`` from before is converted when the store opens read-write). Scores are computed in
+  float32 from the stored values and the query as given. A scope (user) is ranked exactly, its rows read through
   the ``(user_id, id)`` index, until a write takes it past ``exact_max`` points: that write marks
   it graphed (``ix_users.graphed``, for good) and puts its rows in the HNSW graph, a partial index
   over graphed rows alone, so the many small scopes cost no graph insert (~2-10 ms a point). A
@@ -25,8 +28,9 @@ outbox lag for another node to miss, and nothing to replay after a crash.
   convex fusion of ``ScopedIndex`` over both lists.
 * **Filters**: the backend-neutral ``FilterSpec`` (``_filters``) spelt as SQL over plain columns.
   A filter besides the user that fewer than ``FEW_ROWS`` rows pass (a time window through
-  ``ix_points_time``, a speaker) is applied first: those rows are ranked exactly, dense and BM25,
-  instead of a walk or a term sum over the whole scope that rejects nearly all it meets.
+  ``ix_points_time``, a speaker through ``ix_points_speaker``) is applied first: those rows are
+  ranked exactly, dense and BM25, instead of a walk or a term sum over the whole scope that rejects
+  nearly all it meets.
 * **One round trip a search**: the plan (exact or HNSW) is chosen in SQL from the scope's mark, the
   walk's settings last for the pipeline's implicit transaction, vectors travel as pgvector's binary.
 """
@@ -38,6 +42,7 @@ import logging
 import re
 import struct
 import threading
+import time
 import weakref
 import zlib
 from collections import Counter
@@ -65,6 +70,12 @@ EF_SEARCH = 200
 BULK_GRAPH = 5_000
 #: the most points one upsert statement carries (a larger upsert is several, in one transaction)
 UPSERT_CHUNK = 2_000
+#: points written since the index's tables were last vacuumed that make the next moment outside a
+#: transaction run ``VACUUM (ANALYZE)`` on them: rows just bulk-written have no visibility map (an
+#: index-only scan of the term rows reads the heap too) and no statistics (the planner guesses), until
+#: autovacuum gets to them, which it did in the middle of the first searches (10^5 points: dense p50
+#: 424 ms against ~60 after it)
+VACUUM_AFTER = BULK_GRAPH
 #: the memory that build may take (the graph of 10^5 points of 384 dimensions needs ~250 MB)
 BUILD_MEMORY = "512MB"
 #: the fewest best-scored points a BM25 search joins to their rows (for its filters) before it
@@ -102,6 +113,8 @@ class PgIndex(ScopedIndex):
         self._owns_pool = owns_pool
         self.exact_max = exact_max
         self._bound = threading.local()
+        self._vacuum_lock = threading.Lock()
+        self._written = 0  # points upserted since the tables were last vacuumed (``VACUUM_AFTER``)
         self._adapted: weakref.WeakSet[Any] = weakref.WeakSet()  # connections that bind ``_Vector``
         try:
             with backend_errors("opening the postgres index"):
@@ -113,9 +126,12 @@ class PgIndex(ScopedIndex):
 
                 with self._pool.connection() as conn:
                     self._vector_type = TypeInfo.fetch(conn, "vector")
-                if self._vector_type is None:
-                    raise StoreError("the pgvector type 'vector' is not on this connection's search_path")
+                    self._half_type = TypeInfo.fetch(conn, "halfvec")
+                if self._vector_type is None or self._half_type is None:
+                    raise StoreError("the pgvector types 'vector' and 'halfvec' are not on this connection's "
+                                     "search_path")
                 self._vector_dumper = _vector_dumper(self._vector_type.oid)
+                self._half_dumper = _vector_dumper(self._half_type.oid)
         except BaseException:
             self.close()
             raise
@@ -174,16 +190,44 @@ class PgIndex(ScopedIndex):
                         _count_terms(conn, self._bound.df)
                     finally:
                         self._bound.df = None
+                self._vacuum_if_due(conn)  # committed: the rows are there for VACUUM to see
             else:
                 yield conn
 
+    def _vacuum_if_due(self, conn: Any) -> None:
+        """``VACUUM (ANALYZE)`` of the index's tables when ``VACUUM_AFTER`` points or more were upserted
+        since the last one: on ``conn``, outside any transaction (VACUUM runs in none), once the writes
+        are committed. Deleted rows do not count: a VACUUM that removes rows from the HNSW graph
+        repairs their neighbours, which autovacuum does in the background instead of a caller waiting."""
+        with self._vacuum_lock:
+            if self._written < VACUUM_AFTER:
+                return
+            self._written = 0
+        import psycopg
+
+        started = time.perf_counter()
+        # VACUUM marks a page all-visible only when its rows' commits are on disk: a commit with
+        # synchronous_commit off is not for up to a few wal_writer_delay, and the check goes by groups of
+        # 32 transactions, so one asynchronous commit spoils its neighbours'. The bulk write commits
+        # synchronously (``_upsert``); ANALYZE, which commits too, runs after the VACUUM of every table
+        try:
+            conn.execute("VACUUM ix_points, ix_terms, ix_df, ix_users")
+            conn.execute("ANALYZE ix_points, ix_terms, ix_df, ix_users")
+        except psycopg.Error as exc:  # the write is committed: its caller must not take it for failed
+            log.warning("the postgres index was not vacuumed after a bulk write (autovacuum will): %s", exc)
+            return
+        log.info("vacuumed the postgres index after a bulk write (%.1f s)", time.perf_counter() - started)
+
     def _adapt(self, conn: Any) -> None:
-        """Let ``conn`` bind ``_Vector`` values (and lists of them) as the server's binary ``vector``:
-        once a connection (the pool hands the same ones out again; a closed one is forgotten)."""
+        """Let ``conn`` bind ``_Vector`` and ``_HalfVector`` values (and lists of them) as the server's
+        binary ``vector`` and ``halfvec``: once a connection (the pool hands the same ones out again; a
+        closed one is forgotten)."""
         if conn in self._adapted:
             return
         self._vector_type.register(conn)
+        self._half_type.register(conn)
         conn.adapters.register_dumper(_Vector, self._vector_dumper)
+        conn.adapters.register_dumper(_HalfVector, self._half_dumper)
         self._adapted.add(conn)
 
     def _terms_gone(self, rows: list[tuple[int, str, int]]) -> None:
@@ -206,7 +250,7 @@ class PgIndex(ScopedIndex):
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ix_points (id uuid PRIMARY KEY, user_id text NOT NULL, "
                 "speaker_name text, tier text, entities text[], session_id text, agent_id text, level text, "
-                f"float_time_stamp double precision, record text NOT NULL, dense vector({self.dim}) NOT NULL)")
+                f"float_time_stamp double precision, record text NOT NULL, dense halfvec({self.dim}) NOT NULL)")
             # a 1.5 KB vector beside a ~0.7 KB record passes PostgreSQL's 2 KB row limit: left to the
             # default, the vector went out of line (TOAST) and an exact ranking of 10^4 points read ~60k
             # buffers (99 ms); kept in the row, the record is what gets compressed
@@ -217,6 +261,9 @@ class PgIndex(ScopedIndex):
             conn.execute("CREATE INDEX IF NOT EXISTS ix_points_user ON ix_points (user_id, id)")
             # a scope's rows in a time window (the commonest filter), read without the scope's other rows
             conn.execute("CREATE INDEX IF NOT EXISTS ix_points_time ON ix_points (user_id, float_time_stamp)")
+            # a scope's rows of one speaker: a speaker filter counts (``_few``) and ranks them without
+            # reading every row of the scope (a speaker of few rows in 10^5 was a walk through all of them)
+            conn.execute("CREATE INDEX IF NOT EXISTS ix_points_speaker ON ix_points (user_id, speaker_name)")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS ix_terms (point_id uuid NOT NULL REFERENCES ix_points (id) "
                 "ON DELETE CASCADE, term bigint NOT NULL, user_id text NOT NULL, weight real NOT NULL, "
@@ -256,6 +303,9 @@ class PgIndex(ScopedIndex):
             if missing:
                 raise StoreError(f"this schema has no postgres index ({', '.join(missing)} missing) or one of an "
                                  "older version: open the store read-write once to create or convert it")
+            if _dense_type(conn) != "halfvec":
+                raise StoreError("this schema's postgres index keeps its vectors as 'vector', an older version: "
+                                 "open the store read-write once to convert it")
             self._check_dim(conn)
 
     def _check_dim(self, conn: Any) -> None:
@@ -280,7 +330,20 @@ class PgIndex(ScopedIndex):
             conn.execute("UPDATE ix_users SET graphed = true WHERE points > %s", (self.exact_max,))
             conn.execute("UPDATE ix_points p SET graphed = true FROM ix_users u "
                          "WHERE u.user_id = p.user_id AND u.graphed AND NOT p.graphed")
+        self._convert_dense(conn)
         conn.execute(_CREATE_GRAPH)
+
+    def _convert_dense(self, conn: Any) -> None:
+        """A ``vector`` column from before becomes ``halfvec`` (the values are half precision already:
+        nothing changes but their size); its graph, of the other operator class, is dropped first and
+        built again over the converted rows."""
+        if _dense_type(conn) != "vector":
+            return
+        log.warning("converting the postgres index's vectors to halfvec (the graph is built again)")
+        conn.execute("DROP INDEX IF EXISTS ix_points_graph")
+        conn.execute(f"ALTER TABLE ix_points ALTER COLUMN dense TYPE halfvec({self.dim}) "
+                     f"USING dense::halfvec({self.dim}), ALTER COLUMN dense SET STORAGE PLAIN")
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (BUILD_MEMORY,))
 
     @contextmanager
     def rebuilding(self) -> Iterator[None]:
@@ -288,10 +351,12 @@ class PgIndex(ScopedIndex):
         against writers, not readers. Another node's change waits for the commit and then lands in the
         rebuilt index (a refill outside it could write back a memory deleted meanwhile); searches read
         the old rows until then."""
-        with self._io("rebuild"), self._pool.connection() as conn, conn.transaction():
-            conn.execute("LOCK TABLE ix_points, ix_terms, ix_users, ix_df IN EXCLUSIVE MODE")
-            with self.bound(conn):
-                yield
+        with self._io("rebuild"), self._pool.connection() as conn:
+            with conn.transaction():
+                conn.execute("LOCK TABLE ix_points, ix_terms, ix_users, ix_df IN EXCLUSIVE MODE")
+                with self.bound(conn):
+                    yield
+            self._vacuum_if_due(conn)
 
     def reset(self) -> None:
         """Empty the index (a rebuild from the journal follows); the tables stay, and so do the
@@ -308,7 +373,12 @@ class PgIndex(ScopedIndex):
         """Four statements a chunk, in one round trip (a pipeline): the scopes' counts (and graphed
         marks), the old terms out, the points in, their terms in."""
         rows = list({pid: (pid, d, s, p) for pid, d, s, p in rows}.values())  # the last of an id wins
+        with self._vacuum_lock:
+            self._written += len(rows)  # counted before the write: one that fails costs a VACUUM at most
+            due = self._written >= VACUUM_AFTER
         with self._conn(write=True) as conn:
+            if due:  # the VACUUM to come needs this commit on disk (see ``_vacuum_if_due``)
+                conn.execute("SELECT set_config('synchronous_commit', 'on', true)")
             # the first scope to be graphed, in a bulk write: the graph is built after the rows are in
             # (a build is ~5x faster than inserting one point at a time)
             build = len(rows) >= BULK_GRAPH and conn.execute(
@@ -334,7 +404,7 @@ class PgIndex(ScopedIndex):
             conn.execute(
                 _INSERT_POINTS,
                 (ids, cols[0], cols[1], cols[2], [_jsonb(v) for v in cols[3]], cols[4], cols[5], cols[6], cols[7],
-                 [_packed(p) for _, _, _, p in rows], [_Vector(d) for _, d, _, _ in rows]),
+                 [_packed(p) for _, _, _, p in rows], [_HalfVector(d) for _, d, _, _ in rows]),
                 binary=True)  # arrays of long strings: the text format escapes them char by char
             self._insert_terms(conn, [(pid, p["user_id"], s) for pid, _, s, p in rows])
         self._terms_gone(gone.fetchall())
@@ -434,13 +504,16 @@ class PgIndex(ScopedIndex):
         the graph for rows that pass. Both branches are in the statement; the choice (an init plan,
         run once) runs one of them. A search of no single scope ranks exactly."""
         where, params = _where(spec)
-        query = _Vector(dense)
-        # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly
-        exact = ("SELECT p.id AS pid, 1 - (p.dense <=> %b::vector) AS score FROM ix_points p WHERE {gate}"
-                 f"{where} ORDER BY (p.dense <=> %b::vector) + 0, p.id LIMIT %s")
+        query, half = _Vector(dense), _HalfVector(dense)
+        # ``+ 0`` keeps the planner off the HNSW index: the scope's rows are ranked exactly. Rows are
+        # ranked by halfvec's own distance (a cast of each to float32 cost more than it saved), the
+        # hits' scores computed in float32 from the stored values and the query as given
+        exact = ("SELECT x.pid, 1 - (x.dense::vector <=> %b::vector) AS score FROM (SELECT p.id AS pid, p.dense "
+                 "FROM ix_points p WHERE {gate}"
+                 f"{where} ORDER BY (p.dense <=> %b::halfvec) + 0, p.id LIMIT %s) x")
         user = _user(spec)
         if user is None:
-            return exact.format(gate=""), (query, *params, query, limit)
+            return exact.format(gate=""), (query, *params, half, limit)
         graphed = "coalesce((SELECT s.graphed FROM ix_users s WHERE s.user_id = %s), false)"
         walk_args: tuple[Any, ...] = (user,)
         if _narrows(spec):  # counted only for a graphed scope (CASE runs the count's init plan on demand)
@@ -448,11 +521,12 @@ class PgIndex(ScopedIndex):
             walk_args = (user, *params, FEW_ROWS, FEW_ROWS)
         # the decision (``w``: walk the graph) is made once, in a CTE both branches' one-time filters
         # read; a graphed scope's rows are all in the graph (``p.graphed`` picks the partial index)
-        walk = ("SELECT p.id AS pid, 1 - (p.dense <=> %b::vector) AS score FROM ix_points p WHERE (SELECT w FROM g) "
-                f"AND p.graphed AND {where} ORDER BY p.dense <=> %b::vector LIMIT %s")
+        # the graph is walked by the query in half precision (its operator class's); scores are float32
+        walk = ("SELECT p.id AS pid, 1 - (p.dense::vector <=> %b::vector) AS score FROM ix_points p "
+                f"WHERE (SELECT w FROM g) AND p.graphed AND {where} ORDER BY p.dense <=> %b::halfvec LIMIT %s")
         sql = (f"WITH g AS MATERIALIZED (SELECT {graphed} AS w) "
                f"({exact.format(gate='NOT (SELECT w FROM g) AND ')}) UNION ALL ({walk})")
-        return sql, (*walk_args, query, *params, query, limit, query, *params, query, limit)
+        return sql, (*walk_args, query, *params, half, limit, query, *params, half, limit)
 
     def _dense_plan(self, spec: FilterSpec, dense: list[float], limit: int, with_payload: bool) -> _Plan:
         sql, args = self._dense_sql(spec, dense, limit)
@@ -465,7 +539,12 @@ class PgIndex(ScopedIndex):
         return None  # the server keeps its own disk: a full one answers an error (StoreError)
 
     def _flush(self) -> None:
-        return None  # every write is committed (with the journal's transaction) before it returns
+        """Every write is committed (with the journal's transaction) before it returns; a flush outside
+        a transaction runs the VACUUM a bulk write made due (an import's writes commit in the journal's
+        transactions, which the index cannot follow)."""
+        if getattr(self._bound, "conn", None) is None and self._written >= VACUUM_AFTER:
+            with self._pool.connection() as conn:
+                self._vacuum_if_due(conn)
 
     def _close(self) -> None:
         if self._owns_pool:  # a journal's pool is closed by the journal
@@ -473,7 +552,7 @@ class PgIndex(ScopedIndex):
 
 
 #: the HNSW graph, of the graphed scopes' rows
-_CREATE_GRAPH = ("CREATE INDEX IF NOT EXISTS ix_points_graph ON ix_points USING hnsw (dense vector_cosine_ops) "
+_CREATE_GRAPH = ("CREATE INDEX IF NOT EXISTS ix_points_graph ON ix_points USING hnsw (dense halfvec_cosine_ops) "
                  "WHERE graphed")
 #: points in (a new id) or replaced; a point of a graphed scope is put in the HNSW graph
 _INSERT_POINTS = (
@@ -484,7 +563,7 @@ _INSERT_POINTS = (
     "u.session_id, u.agent_id, u.level, u.fts, u.record, u.dense, "
     "coalesce((SELECT s.graphed FROM ix_users s WHERE s.user_id = u.user_id), false) "
     "FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::jsonb[], %s::text[], %s::text[], "
-    "%s::text[], %s::float8[], %s::text[], %b::vector[]) AS u(id, user_id, speaker_name, tier, entities, "
+    "%s::text[], %s::float8[], %s::text[], %b::halfvec[]) AS u(id, user_id, speaker_name, tier, entities, "
     "session_id, agent_id, level, fts, record, dense) "
     "ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, speaker_name = excluded.speaker_name, "
     "tier = excluded.tier, entities = excluded.entities, session_id = excluded.session_id, "
@@ -653,7 +732,13 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
         "CROSS JOIN LATERAL (SELECT coalesce(sum(x.df), 0)::float8 AS df FROM ix_df x WHERE x.term = q.term "
         "AND x.shard = %s) e), "
         f"{head}"
+        # every term row of the scope summed, the best K kept as the sum's hash table is read (no list of
+        # every scored point stored and read again: at 10^5 points that list was ~30k rows, a third of the time)
         f"sc AS MATERIALIZED (SELECT t.point_id, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t "
+        f"ON t.term = s.term{scope} GROUP BY t.point_id ORDER BY 2 DESC, 1 LIMIT %s), "
+        # every scored point, for the rare search whose filters reject too many of the best K (mode 2):
+        # computed only then
+        f"wide AS MATERIALIZED (SELECT t.point_id, sum(s.w * t.weight) AS score FROM s JOIN ix_terms t "
         f"ON t.term = s.term{scope} GROUP BY t.point_id), "
         f"top AS (SELECT x.point_id, x.score FROM {scored} x ORDER BY x.score DESC, x.point_id LIMIT %s), "
         f"hit AS MATERIALIZED (SELECT {cols}, top.score FROM top JOIN ix_points p ON p.id = top.point_id "
@@ -666,13 +751,14 @@ def _lexical_plan(spec: FilterSpec, sparse: qdrant_edge.SparseVector, limit: int
         "THEN 2 ELSE 1 END AS v) "
         "SELECT r.pid::text, r.uid, r.rec, r.score FROM ("
         "SELECT * FROM hit WHERE (SELECT v FROM mode) = 1 UNION ALL "
-        f"(SELECT {cols}, sc.score FROM sc JOIN ix_points p ON p.id = sc.point_id "
-        f"WHERE (SELECT v FROM mode) = 2 AND {where} ORDER BY sc.score DESC, p.id LIMIT %s)"
+        f"(SELECT {cols}, wide.score FROM wide JOIN ix_points p ON p.id = wide.point_id "
+        f"WHERE (SELECT v FROM mode) = 2 AND {where} ORDER BY wide.score DESC, p.id LIMIT %s)"
         f"{few_list}) r ORDER BY r.score DESC, r.pid")
     size = head_size(cands)
     args = (terms, [float(v) for v in sparse.values], _shard(user) if user is not None else -1,
             *((user, size, size, terms, HEAD_SKIP * size * len(terms), cands - 1) if user is not None else ()),
-            *([user] if user is not None else []), cands, *params, limit, *few_args, limit, cands, *params, limit,
+            *([user] if user is not None else []), cands, *([user] if user is not None else []), cands, *params,
+            limit, *few_args, limit, cands, *params, limit,
             *((terms, limit) if few else ()))
     return _Plan(sql, args, with_payload)
 
@@ -798,9 +884,27 @@ class _Vector:
         self.data = np.asarray(values, dtype=">f4")  # float16-exact values: float32 holds them exactly
 
 
+class _HalfVector(_Vector):
+    """A dense vector bound as pgvector's binary ``halfvec`` (big-endian float16s): what the column
+    stores, and the query the graph is walked with."""
+
+    __slots__ = ()
+
+    def __init__(self, values: list[float]) -> None:
+        self.data = np.asarray(values, dtype=">f2")
+
+
+def _dense_type(conn: Any) -> str | None:
+    """The type of ``ix_points.dense``: ``halfvec``, or ``vector`` in a schema from before."""
+    row = conn.execute("SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                       "WHERE a.attrelid = 'ix_points'::regclass AND a.attname = 'dense'").fetchone()
+    return None if row is None else str(row[0])
+
+
 def _vector_dumper(oid: int) -> type:
-    """A psycopg dumper of ``_Vector`` as the server's ``vector`` type (its OID differs per database):
-    pgvector's binary input, a 16-bit size, 16 unused bits, big-endian float32s."""
+    """A psycopg dumper of ``_Vector`` or ``_HalfVector`` as the server's ``vector`` or ``halfvec``
+    (their OIDs differ per database): pgvector's binary input, a 16-bit size, 16 unused bits, the
+    big-endian values."""
     from psycopg.adapt import Dumper
     from psycopg.pq import Format
 
