@@ -112,6 +112,7 @@ class LocalEmbedder:
         self._query_session: Any = None  # the graph of ``query_quantize`` (may be the same object)
         self._lanes: dict[str, list[Any]] = {}  # per graph, one-thread sessions for lists (made on first use)
         self._lane_pool: ThreadPoolExecutor | None = None  # the lanes' threads, started once (made on first use)
+        self._pool_pid = 0  # the process that started them
         self._graphs: dict[str, Path] = {}  # the graph file of each quantisation, once found
         self._tokenizer: Any = None
         self._st: Any = None
@@ -274,12 +275,13 @@ class LocalEmbedder:
         """The lanes' worker threads (``threads`` of them, idle between calls; a call's lanes each
         take one, and calls from several threads queue their lanes on the same workers)."""
         pool = self._lane_pool
-        if pool is None:
+        if pool is None or self._pool_pid != os.getpid():  # a forked child has none of its parent's threads
             with self._lock:
                 pool = self._lane_pool
-                if pool is None:
+                if pool is None or self._pool_pid != os.getpid():
                     pool = self._lane_pool = ThreadPoolExecutor(max_workers=self.threads,
                                                                 thread_name_prefix="dialogmem-embed")
+                    self._pool_pid = os.getpid()
         return pool
 
     def _lane_sessions(self, quantize: Quantize) -> list[Any]:
