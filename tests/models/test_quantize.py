@@ -65,6 +65,30 @@ def test_an_int8_list_gives_each_text_the_vector_it_gets_alone(cache_dir: Path) 
     assert np.array_equal(int8.embed(texts[::-1]), alone[::-1])  # another order, other lane mates
 
 
+def test_lists_reuse_the_lanes_threads(cache_dir: Path) -> None:
+    """The lanes' worker threads start once per embedder: a session's ``add`` (one list a call) does
+    not pay a thread start per lane per call (issue 45, the write path's own work)."""
+    import threading
+
+    int8 = LocalEmbedder(engine="onnx", cache_dir=cache_dir, query_cache=0, quantize="int8", threads=2).load()
+    seen: list[set[int]] = []
+    inner = int8._embed_onnx
+
+    def spy(texts: list[str], session: object, *, batch_size: int) -> tuple[np.ndarray, np.ndarray, int]:
+        seen[-1].add(id(threading.current_thread()))
+        return inner(texts, session, batch_size=batch_size)
+
+    int8._embed_onnx = spy  # type: ignore[method-assign]
+    threads: list[list[threading.Thread]] = []
+    for _ in range(3):
+        seen.append(set())
+        int8.embed(SENTENCES)
+        threads.append([t for t in threading.enumerate() if t.name.startswith("dialogmem-embed")])
+    assert all(len(s) >= 1 for s in seen)
+    assert threads[0] and threads[0] == threads[1] == threads[2]  # the same live workers, none started again
+    assert set().union(*seen) <= {id(t) for t in threads[0]}
+
+
 def test_the_weights_are_hashed_once_per_embedder_lanes_included(cache_dir: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Finding the graph file hashes the 90 MB weights; the lanes of a first list (one session each)

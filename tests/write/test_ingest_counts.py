@@ -11,6 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pytest
+
 from dialogmem import Memory
 from seams import trace_sql
 
@@ -103,3 +106,37 @@ def test_add_conversation_and_chat_import_pay_per_session_not_per_turn(make_memo
     assert len(got.turn_ids) == len(TURNS) and len(got.memories) == len(TURNS)
     assert len(c.texts) == len(set(c.texts)) == len(TURNS) and c.calls == 2
     assert c.index_writes == 2 and c.transactions == 2
+
+
+def test_an_llm_free_add_does_not_tokenise_its_turns_beside_the_encoder(make_memory: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token counts size the buffers of a batched (LLM) write path; LLM-free every turn is due on
+    arrival and nothing reads them, so an ``add`` runs no tokenizer but the encoder's (it ran two a turn:
+    the identity compressor's count and the stages' own, ~0.3 ms each)."""
+    from dialogmem._text._tokens import default_token_counter
+
+    mem = make_memory()
+    mem.add("warm-up", "w", flush=True)
+    counter, counted = default_token_counter(), []
+    for name in ("count", "count_many"):
+        inner = getattr(counter, name)
+        monkeypatch.setattr(counter, name, lambda x, _inner=inner: counted.append(x) or _inner(x))
+    mem.add(_msgs(0, 1), "u", session_id="s1")
+    mem.add(_msgs(1), "u", session_id="s1")
+    assert counted == []
+    assert len(mem.search("Padaria Ribeiro", "u").hits) > 0
+
+
+def test_a_change_sets_vectors_round_together_as_each_alone() -> None:
+    """The writer rounds a change set's vectors to the journal's precision in one pass: the same
+    values as one vector at a time (each row keeps its own scale), whatever their sizes."""
+    from dialogmem._journal import stored_precision
+    from dialogmem._sync._writer import _rounded
+
+    rng = np.random.default_rng(7)
+    vectors = {f"m{i}": rng.normal(size=384).astype(np.float32) * 10.0 ** rng.integers(-3, 3) for i in range(9)}
+    vectors |= {"zero": np.zeros(384, np.float32), "odd": rng.normal(size=5).astype(np.float32)}
+    got = _rounded(vectors)
+    assert list(got) == list(vectors)
+    for key, v in vectors.items():
+        assert got[key].shape == v.shape and np.array_equal(got[key], stored_precision(v)), key

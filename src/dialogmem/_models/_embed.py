@@ -111,6 +111,8 @@ class LocalEmbedder:
         self._session: Any = None  # the graph of ``quantize`` (every write)
         self._query_session: Any = None  # the graph of ``query_quantize`` (may be the same object)
         self._lanes: dict[str, list[Any]] = {}  # per graph, one-thread sessions for lists (made on first use)
+        self._lane_pool: ThreadPoolExecutor | None = None  # the lanes' threads, started once (made on first use)
+        self._pool_pid = 0  # the process that started them
         self._graphs: dict[str, Path] = {}  # the graph file of each quantisation, once found
         self._tokenizer: Any = None
         self._st: Any = None
@@ -259,15 +261,28 @@ class LocalEmbedder:
         lanes = self._lane_sessions(self.query_quantize if query else self.quantize)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         shares = [order[i::len(lanes)] for i in range(len(lanes))]  # alike lengths in each lane
-        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="dialogmem-embed") as pool:
-            done = list(pool.map(lambda lane, idx: self._embed_onnx([texts[i] for i in idx], lane, batch_size=1),
-                                 lanes, shares))
+        # the lanes' threads are started once, not per call (a session's add pays no thread starts)
+        done = list(self._pool().map(lambda lane, idx: self._embed_onnx([texts[i] for i in idx], lane, batch_size=1),
+                                     lanes, shares))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         masses = np.empty(len(texts), dtype=np.float32)
         for idx, (vectors, lane_masses, _) in zip(shares, done, strict=True):
             out[idx] = vectors
             masses[idx] = lane_masses
         return out, masses, sum(tokens for _, _, tokens in done)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """The lanes' worker threads (``threads`` of them, idle between calls; a call's lanes each
+        take one, and calls from several threads queue their lanes on the same workers)."""
+        pool = self._lane_pool
+        if pool is None or self._pool_pid != os.getpid():  # a forked child has none of its parent's threads
+            with self._lock:
+                pool = self._lane_pool
+                if pool is None or self._pool_pid != os.getpid():
+                    pool = self._lane_pool = ThreadPoolExecutor(max_workers=self.threads,
+                                                                thread_name_prefix="dialogmem-embed")
+                    self._pool_pid = os.getpid()
+        return pool
 
     def _lane_sessions(self, quantize: Quantize) -> list[Any]:
         lanes = self._lanes.get(quantize)

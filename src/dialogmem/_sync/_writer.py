@@ -141,7 +141,7 @@ class ChangeWriter:
         if missing:
             for record, vector in zip(missing, self.embedder.embed([r.memory for r in missing]), strict=True):
                 vectors[record.id] = vector
-        return {k: stored_precision(v) for k, v in vectors.items()}
+        return _rounded(vectors)
 
     # -- the index ------------------------------------------------------------------------
     def _catch_up(self) -> None:
@@ -406,3 +406,17 @@ def _index_points(cs: ChangeSet) -> int | None:
         nodes = len(d.insert_nodes) + len(d.update_nodes) + len(d.drop_nodes)
     n = len(cs.writes) + len(cs.removals) + nodes
     return n if n or graph else None
+
+
+def _rounded(vectors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``stored_precision`` of every vector, the vectors of one size rounded together (one pass over a
+    change set's matrix instead of one a vector; each row keeps its own scale, so the values are the
+    same as one at a time)."""
+    by_size: dict[int, list[str]] = {}
+    for key, v in vectors.items():
+        by_size.setdefault(np.asarray(v).size, []).append(key)
+    out: dict[str, np.ndarray] = {}
+    for size, keys in by_size.items():
+        rows = stored_precision(np.stack([np.asarray(vectors[k], dtype=np.float32).reshape(size) for k in keys]))
+        out.update(zip(keys, rows, strict=True))
+    return {k: out[k].reshape(np.shape(vectors[k])) for k in vectors}

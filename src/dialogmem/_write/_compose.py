@@ -33,7 +33,8 @@ PartEmbedFn = Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
 
 #: each context part's weight against the own turn's 1, on top of its mass. LoCoMo dev (1,033 questions,
 #: int8), against "text" in the same session: 1.0 evidence at 512 tokens -0.009 (whole or clipped lines),
-#: 0.75 (clipped lines) -0.004, recall@10 and session_any within 0.002 (docs/benchmarks.md)
+#: 0.75 (clipped lines) -0.004, recall@10 and session_any within 0.002 (docs/benchmarks.md); session_all@10
+#: -0.007 at 0.75, -0.006 at 1.0 and at 0.5 (where evidence at 512 tokens fell 0.007): no weight holds it
 CONTEXT_WEIGHT = 0.75
 UNIT_CONTEXT_WEIGHT = 0.5  # parts without masses (unit vectors): the own turn 1, each context turn 0.5
 PART_CACHE = 4096  # part vectors remembered (a user's next memories reuse its last turns)

@@ -14,7 +14,7 @@ from .._backends import use_llm
 from .._models._embed_base import Embedder
 from .._models._llm_base import LLMClient
 from .._settings import WriteSettings
-from .._text._tokens import count_tokens
+from .._text._tokens import count_tokens_many
 from ._buffer import RECENT_TURNS, Batch, BufferPolicy, due_batch
 from ._compose import UNIT_CONTEXT_WEIGHT, PartVectors, unit_parts
 from ._compress import Compressor, NoCompressor, make_compressor
@@ -85,13 +85,17 @@ class WriteStages:
             known = {k: self._cache[k] for k in keys if k in self._cache}
         todo = [t for t, k in zip(pending, keys, strict=True) if k not in known]
         if todo:
-            results = self.compressor.compress_many([t.text for t in todo])
+            if isinstance(self.compressor, NoCompressor):  # the text as it is: nothing to tokenise for it
+                texts = [t.text for t in todo]
+            else:
+                texts = [res.text if res.text.strip() else t.text  # compressed to nothing: the original
+                         for t, res in zip(todo, self.compressor.compress_many([t.text for t in todo]), strict=True)]
+            # token counts size the buffers; with every turn due on arrival nothing reads them
+            counts = [0] * len(texts) if self.policy.immediate else count_tokens_many(texts)
             with self._cache_lock:
-                for t, res in zip(todo, results, strict=True):
-                    # a turn compressed to nothing keeps its original text (seed 001's practice)
-                    text = res.text if res.text.strip() else t.text
+                for t, text, n in zip(todo, texts, counts, strict=True):
                     key = (user_id, t.turn_id, t.text)
-                    known[key] = self._cache[key] = (text, count_tokens(text))
+                    known[key] = self._cache[key] = (text, n)
                 while len(self._cache) > _CACHE_SIZE:
                     self._cache.popitem(last=False)
         return [known[k] for k in keys]
