@@ -455,6 +455,38 @@ def test_a_bulk_write_leaves_the_tables_vacuumed_and_analyzed(pgvector_url: str,
         pg.close()
 
 
+def test_a_vacuum_that_fails_after_a_bulk_write_leaves_the_write_committed(
+        pgvector_url: str, pgvector_schema: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The VACUUM after a bulk write runs once the write has committed: if the server refuses it (here a
+    lock timeout, injected on the VACUUM statement alone), the write is not reported failed — it is there,
+    searchable — and the refusal is logged for autovacuum to make up."""
+    monkeypatch.setattr(pg_module, "VACUUM_AFTER", 100)
+    vacuum = PgIndex._vacuum_if_due
+    refused: list[str] = []
+
+    class Refusing:
+        def __init__(self, conn: object) -> None:
+            self._conn = conn
+
+        def execute(self, sql: str, *args: object) -> object:
+            if sql.startswith("VACUUM"):
+                refused.append(sql)
+                raise psycopg.errors.LockNotAvailable("canceling statement due to lock timeout")
+            return self._conn.execute(sql, *args)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(PgIndex, "_vacuum_if_due", lambda self, conn: vacuum(self, Refusing(conn)))
+    pg = PgIndex.connect(pgvector_url, schema_name=pgvector_schema, dim=DIM, exact_max=50)
+    try:
+        with caplog.at_level("WARNING", logger=pg_module.log.name):
+            _put([pg], [_record("u1", f"pear note number {i}") for i in range(150)], seed=2)
+        assert refused and "was not vacuumed" in caplog.text
+        assert _rows(pgvector_url, pgvector_schema, "SELECT count(*) FROM ix_points")[0][0] == 150
+        assert len(pg.lexical_search("u1", "pear number", limit=5)) == 5
+    finally:
+        pg.close()
+
+
 def test_a_speaker_filter_reads_the_speakers_rows_through_their_index(
         pair: tuple[EdgeIndex, PgIndex], pgvector_url: str, pgvector_schema: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
