@@ -68,9 +68,11 @@ WEIGHTS: dict[str, tuple[float, ...]] = {
 }
 
 
-def feature_table(candidates: Sequence[ScoredRecord], validity: Sequence[float]) -> list[dict[str, float]]:
+def feature_table(candidates: Sequence[ScoredRecord], validity: Sequence[float], *,
+                  fix: bool = True) -> list[dict[str, float]]:
     """Every feature of ``ALL_FEATURES`` but ``rel`` for each candidate (see the module docstring); a
-    candidate is the person's statement when ``_state`` gave it a ``topicality``."""
+    candidate is the person's statement when ``_state`` gave it a ``topicality``. ``fix`` False leaves
+    ``fix`` at 0 (its correction test reads every own turn; the model does not read it)."""
     own = [i for i, c in enumerate(candidates)
            if getattr(c, "topicality", None) is not None
            and c.record.memory_class == "fact" and c.record.tier == "mtm"]
@@ -91,7 +93,7 @@ def feature_table(candidates: Sequence[ScoredRecord], validity: Sequence[float])
             row.update(own=1.0, gap=gap, lead=float(lead) if lead is not None else 0.0,
                        recency=1.0 - len(newer) / len(own), newest=float(topical and not later),
                        replaced=float(topical and later > 0), prev=float(topical and later == 1),
-                       fix=float(is_correction(line_text(c.record))))
+                       fix=float(fix and is_correction(line_text(c.record))))
         out.append(row)
     return out
 
@@ -99,7 +101,7 @@ def feature_table(candidates: Sequence[ScoredRecord], validity: Sequence[float])
 def features(candidates: Sequence[ScoredRecord], validity: Sequence[float],
              names: Sequence[str] = FEATURES[1:]) -> list[list[float]]:
     """Each candidate's features ``names`` (by default the model's, after ``rel``)."""
-    return [[row[n] for n in names] for row in feature_table(candidates, validity)]
+    return [[row[n] for n in names] for row in feature_table(candidates, validity, fix="fix" in names)]
 
 
 def state_terms(state: str | None, candidates: Sequence[ScoredRecord], validity: Sequence[float]) -> list[float]:
