@@ -130,13 +130,12 @@ def test_an_llm_free_add_does_not_tokenise_its_turns_beside_the_encoder(make_mem
 def test_a_change_sets_vectors_round_together_as_each_alone() -> None:
     """The writer rounds a change set's vectors to the journal's precision in one pass: the same
     values as one vector at a time (each row keeps its own scale), whatever their sizes."""
-    from dialogmem._journal import stored_precision
-    from dialogmem._sync._writer import _rounded
+    from dialogmem._journal import stored_precision, stored_precision_all
 
     rng = np.random.default_rng(7)
     vectors = {f"m{i}": rng.normal(size=384).astype(np.float32) * 10.0 ** rng.integers(-3, 3) for i in range(9)}
     vectors |= {"zero": np.zeros(384, np.float32), "odd": rng.normal(size=5).astype(np.float32)}
-    got = _rounded(vectors)
+    got = dict(zip(vectors, stored_precision_all(list(vectors.values())), strict=True))
     assert list(got) == list(vectors)
     for key, v in vectors.items():
         assert got[key].shape == v.shape and np.array_equal(got[key], stored_precision(v)), key

@@ -11,7 +11,8 @@ from ._factory import open_journal
 from ._protocol import GraphRows, IndexSource, Journal, JournalHandle, KeyRing, MemoryRows, TurnLog, UserRows
 from ._schema import SCHEMA_VERSION, IndexState, TurnStatus
 from ._sqlite import SQLiteJournal
-from ._vectors import stored_precision
+from ._vectors import stored_precision, stored_precision_all
 
 __all__ = ["SCHEMA_VERSION", "GraphRows", "IndexSource", "IndexState", "Journal", "JournalHandle", "KeyRing",
-           "MemoryRows", "SQLiteJournal", "TurnLog", "TurnStatus", "UserRows", "open_journal", "stored_precision"]
+           "MemoryRows", "SQLiteJournal", "TurnLog", "TurnStatus", "UserRows", "open_journal", "stored_precision",
+           "stored_precision_all"]

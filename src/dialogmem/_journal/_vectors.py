@@ -69,19 +69,38 @@ def encode_all(vectors: Sequence[np.ndarray | None]) -> list[bytes | None]:
     """The blob of each vector (None stays None), the vectors of one dimension rounded together (a
     change set's or an import batch's: one ``_quantize`` instead of one a vector)."""
     out: list[bytes | None] = [None] * len(vectors)
-    by_dim: dict[int, list[int]] = {}
-    flat: dict[int, np.ndarray] = {}
-    for i, v in enumerate(vectors):
-        if v is not None:
-            flat[i] = np.asarray(v, dtype=np.float32).reshape(-1)
-            by_dim.setdefault(flat[i].size, []).append(i)
-    for dim, where in by_dim.items():
-        scales, q = _quantize(np.stack([flat[i] for i in where]) if dim else np.zeros((len(where), 0), np.float32))
-        pad = (2 - _HEAD - dim) % 4
+    for where, m in _by_dim(vectors):
+        scales, q = _quantize(m)
+        pad = (2 - _HEAD - m.shape[1]) % 4
         head, tail = TAG + str(pad).encode(), bytes(pad)
         for row, i in enumerate(where):
             out[i] = head + scales[row:row + 1].astype("<f4").tobytes() + q[row].tobytes() + tail
     return out
+
+
+def stored_precision_all(vectors: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``stored_precision`` of each vector (each one scale, as its blob keeps it), in its own shape: the
+    vectors of one dimension rounded together (a change set's, an import's)."""
+    out: list[np.ndarray] = [np.empty(0, np.float32)] * len(vectors)
+    for where, m in _by_dim(vectors):
+        scales, q = _quantize(m)
+        rounded = _dequantize(scales[:, None], q)
+        for row, i in enumerate(where):
+            out[i] = rounded[row].reshape(np.shape(vectors[i]))
+    return out
+
+
+def _by_dim(vectors: Sequence[np.ndarray | None]) -> list[tuple[list[int], np.ndarray]]:
+    """The vectors that are not None, flattened to float32 and stacked by dimension: (their indices in
+    ``vectors``, their matrix) per dimension."""
+    groups: dict[int, list[int]] = {}
+    flat: dict[int, np.ndarray] = {}
+    for i, v in enumerate(vectors):
+        if v is not None:
+            flat[i] = np.asarray(v, dtype=np.float32).reshape(-1)
+            groups.setdefault(flat[i].size, []).append(i)
+    return [(where, np.stack([flat[i] for i in where]) if dim else np.zeros((len(where), 0), np.float32))
+            for dim, where in groups.items()]
 
 
 def decode(blob: bytes | None) -> np.ndarray | None:

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._changes import ChangeSet, GraphCommit
 from .._errors import ConfigError, DiskFullError, StoreError
-from .._journal import IndexSource, IndexState, MemoryRows, stored_precision
+from .._journal import IndexSource, IndexState, MemoryRows, stored_precision, stored_precision_all
 from .._models._embed_base import Embedder
 from .._store import IndexPoint, VectorIndex
 from .._store._base import JournalBoundIndex
@@ -141,7 +141,7 @@ class ChangeWriter:
         if missing:
             for record, vector in zip(missing, self.embedder.embed([r.memory for r in missing]), strict=True):
                 vectors[record.id] = vector
-        return _rounded(vectors)
+        return dict(zip(vectors, stored_precision_all(list(vectors.values())), strict=True))
 
     # -- the index ------------------------------------------------------------------------
     def _catch_up(self) -> None:
@@ -307,7 +307,8 @@ class ChangeWriter:
         """Put into the index rows the journal has just taken in bulk (``import_rows`` leaves them in
         the outbox). They are marked synced at a checkpoint (every ``sync_every`` rows, and
         :meth:`checkpoint`); a crash before it replays them from the outbox."""
-        rows = [(record, stored_precision(vector)) for record, vector in rows]  # as the journal took them
+        # as the journal took them, rounded together
+        rows = list(zip([r for r, _ in rows], stored_precision_all([v for _, v in rows]), strict=True))
         with self._lock:
             for lo in range(0, len(rows), _INDEX_BATCH):
                 self._to_index(rows[lo:lo + _INDEX_BATCH], ())
@@ -407,16 +408,3 @@ def _index_points(cs: ChangeSet) -> int | None:
     n = len(cs.writes) + len(cs.removals) + nodes
     return n if n or graph else None
 
-
-def _rounded(vectors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``stored_precision`` of every vector, the vectors of one size rounded together (one pass over a
-    change set's matrix instead of one a vector; each row keeps its own scale, so the values are the
-    same as one at a time)."""
-    by_size: dict[int, list[str]] = {}
-    for key, v in vectors.items():
-        by_size.setdefault(np.asarray(v).size, []).append(key)
-    out: dict[str, np.ndarray] = {}
-    for size, keys in by_size.items():
-        rows = stored_precision(np.stack([np.asarray(vectors[k], dtype=np.float32).reshape(size) for k in keys]))
-        out.update(zip(keys, rows, strict=True))
-    return {k: out[k].reshape(np.shape(vectors[k])) for k in vectors}
